@@ -1,0 +1,39 @@
+"""Shared fixtures: where the real data lives.
+
+Tests read the real corpus and the real Moses golden outputs from ../shared/data (beside
+the project root, as in CI) and the embedded slice from training/data. A missing data
+directory is an error, never a silent skip.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+JA_EN = SHARED_DATA / "ja-en"
+GOLDEN = SHARED_DATA / "golden" / "ja-en-2k"
+EMBEDDED = ROOT / "training" / "data" / "tanaka-3k"
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        raise FileNotFoundError(f"test data missing: {path} (expected ../shared beside the project)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def ja_en_dir() -> Path:
+    return _require(JA_EN)
+
+
+@pytest.fixture(scope="session")
+def golden_dir() -> Path:
+    return _require(GOLDEN)
+
+
+@pytest.fixture(scope="session")
+def embedded_dir() -> Path:
+    return _require(EMBEDDED)

@@ -1,0 +1,108 @@
+"""Moses reordering type strings, e.g. `hier-msd-bidirectional-fe`, and what they imply.
+
+A model file serves exactly one type string. The type fixes the orientation kind used
+at extraction (wbe/phrase/hier), the class set and its column order, the directions
+(backward block first) and whether the lexical table is keyed by f or by f and e.
+Orders and names follow Moses (MOSES-NOTES.md sections 2-3) so a row of probabilities
+drops straight into Moses's score vector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from training.errors import InputError
+
+KINDS = ("wbe", "phrase", "hier")
+# Moses's column order per orientation set.
+CLASSES: dict[str, tuple[str, ...]] = {
+    "msd": ("mono", "swap", "disc"),
+    "mslr": ("mono", "swap", "dleft", "dright"),
+    "monotonicity": ("mono", "nonmono"),
+    "leftright": ("right", "left"),
+}
+# Orientation set -> the `extract --model` orientation that produces its labels.
+EXTRACT_ORIENTATION = {"msd": "msd", "mslr": "mslr", "monotonicity": "mono", "leftright": "mslr"}
+# Labels of an extraction model, in the store's integer coding.
+EXTRACT_CLASSES: dict[str, tuple[str, ...]] = {
+    "msd": ("mono", "swap", "other"),
+    "mslr": ("mono", "swap", "dleft", "dright"),
+    "mono": ("mono", "nomono"),
+}
+DIRECTIONS = {"backward": ("backward",), "forward": ("forward",), "bidirectional": ("backward", "forward")}
+# Store label columns use extraction vocabulary: prev (backward) and next (forward).
+STORE_DIRECTION = {"backward": "prev", "forward": "next"}
+
+
+@dataclass(frozen=True)
+class MosesType:
+    kind: str            # wbe | phrase | hier
+    orientation: str     # msd | mslr | monotonicity | leftright
+    direction: str       # backward | forward | bidirectional
+    language: str        # f | fe
+    collapse: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> "MosesType":
+        """Parse like Moses's LRModel: dash-separated tokens in any order, kind defaults to wbe."""
+        kind, orientation, direction, language, collapse = "wbe", None, "backward", None, False
+        for token in text.strip().split("-"):
+            if token in KINDS:
+                kind = token
+            elif token in CLASSES:
+                orientation = token
+            elif token in DIRECTIONS:
+                direction = token
+            elif token in ("f", "fe"):
+                language = token
+            elif token in ("collapseff", "allff"):
+                collapse = token == "collapseff"
+            elif token == "mono":
+                orientation = "monotonicity"
+            else:
+                raise InputError(f"reordering type {text!r}: unknown part {token!r} "
+                                 "(expected e.g. hier-msd-bidirectional-fe)")
+        if orientation is None or language is None:
+            raise InputError(f"reordering type {text!r} must name an orientation set "
+                             "(msd, mslr, monotonicity, leftright) and a language (f or fe)")
+        return cls(kind, orientation, direction, language, collapse)
+
+    def __str__(self) -> str:
+        text = f"{self.kind}-{self.orientation}-{self.direction}-{self.language}"
+        return text + ("-collapseff" if self.collapse else "")
+
+    @property
+    def extract_model(self) -> str:
+        """The `extract --model` name whose labels this type needs, e.g. hier-msd."""
+        return f"{self.kind}-{EXTRACT_ORIENTATION[self.orientation]}"
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return CLASSES[self.orientation]
+
+    @property
+    def directions(self) -> tuple[str, ...]:
+        return DIRECTIONS[self.direction]
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Output column names, Moses's order: backward block first."""
+        return tuple(f"{d}.{c}" for d in self.directions for c in self.classes)
+
+    def store_columns(self) -> tuple[str, ...]:
+        """Label columns of the example store this type trains on, one per direction."""
+        return tuple(f"{self.extract_model}/{STORE_DIRECTION[d]}" for d in self.directions)
+
+
+# leftright from mslr store labels: right = mono + dright, left = swap + dleft (score.cpp).
+_LEFTRIGHT_FROM_MSLR = (0, 1, 1, 0)
+
+
+def type_labels(store_labels, orientation: str):
+    """Map one store label column (extraction coding) to the type's class indices."""
+    import numpy as np
+
+    labels = np.asarray(store_labels)
+    if orientation == "leftright":
+        return np.asarray(_LEFTRIGHT_FROM_MSLR, dtype=np.int8)[labels]
+    return labels  # msd, mslr and monotonicity share the extraction coding's order
