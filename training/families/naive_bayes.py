@@ -1,0 +1,161 @@
+"""Multinomial naive Bayes reordering models (the Bayesian paper, section 4).
+
+Two families share one pass over the data (class-by-feature count accumulation with a
+sparse product) and differ only in how the counts become predictions:
+
+- `nb-map`: the MAP estimate of the class-conditional multinomial (eq. 10, Dirichlet
+  alpha > 1). Its log-probabilities are linear weights and the log prior a bias, so it
+  scores through the plain softmax link like every linear family.
+- `nb-bayes`: Bayesian inference, the Dirichlet-multinomial predictive (eqs. 11-13) with
+  the posterior hyper-parameters alpha_km = alpha + counts. It is not linear in the
+  features (Gamma functions of the row's total count), so it exports the posterior
+  alphas, their per-class sums and the log prior, and scores through the "dirichlet"
+  link.
+
+This module must not read stores or files: it sees a CSR matrix and labels only.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln
+
+from training.families.base import ReorderingClassifier
+
+# A class never seen in training gets this log prior instead of -inf (Moses floors
+# log-probabilities at -100 the same way), so the softmax never sees an all -inf row.
+LOG_FLOOR = -100.0
+
+
+def class_feature_counts(X: sp.csr_matrix, y: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum of feature values per class, [K x F] float64, and examples per class [K].
+
+    One sparse product Y^T X with Y the one-hot label matrix: a single pass over X's
+    non-zeros, no Python loop over rows or columns.
+    """
+    y = np.asarray(y, dtype=np.int64)
+    n = X.shape[0]
+    onehot = sp.csr_matrix((np.ones(n), (y, np.arange(n))), shape=(n_classes, n))
+    counts = np.asarray((onehot @ X).todense(), dtype=np.float64)
+    return counts, np.bincount(y, minlength=n_classes).astype(np.float64)
+
+
+def log_prior(class_count: np.ndarray) -> np.ndarray:
+    """log p(o_k) = log N_k / N (relative frequency), floored for empty classes."""
+    total = class_count.sum()
+    with np.errstate(divide="ignore"):
+        out = np.log(class_count / total) if total > 0 else np.full(class_count.shape, -np.log(len(class_count)))
+    return np.maximum(out, LOG_FLOOR)
+
+
+def dirichlet_log_likelihood(X: sp.csr_matrix, alpha_post: np.ndarray, alpha_sum: np.ndarray) -> np.ndarray:
+    """log p(x_i | o_k) of eq. 11 without the multinomial coefficient C (it cancels).
+
+    alpha_post [F x K] are the posterior hyper-parameters alpha_km (eq. 13) and
+    alpha_sum [K] their sums over all M features of the model. For row i with values
+    x_im: gammaln(A_k) - gammaln(A_k + n_i) + sum_m [gammaln(alpha_km + x_im) -
+    gammaln(alpha_km)], n_i = sum_m x_im. Exact for counts, not only for binary rows.
+    """
+    X = sp.csr_matrix(X)
+    n = X.shape[0]
+    x = X.data.astype(np.float64)
+    a = np.asarray(alpha_post, dtype=np.float64)[X.indices]            # nnz x K
+    per_value = gammaln(a + x[:, None]) - gammaln(a)
+    rows = np.repeat(np.arange(n), np.diff(X.indptr))
+    out = np.empty((n, a.shape[1]), dtype=np.float64)
+    for k in range(a.shape[1]):                                         # K <= 4 classes
+        out[:, k] = np.bincount(rows, weights=per_value[:, k], minlength=n)
+    row_total = np.bincount(rows, weights=x, minlength=n)
+    A = np.asarray(alpha_sum, dtype=np.float64)[None, :]
+    out += gammaln(A) - gammaln(A + row_total[:, None])
+    return out
+
+
+class _CountingNB(ReorderingClassifier):
+    """Shared one-pass counting; subclasses turn `feature_count_` into predictions."""
+
+    def __init__(self, alpha: float = 1.5, n_classes: int | None = None):
+        self.alpha = alpha
+        self.n_classes = n_classes
+
+    def _check_alpha(self) -> None:
+        raise NotImplementedError
+
+    def partial_fit(self, X: sp.csr_matrix, y: np.ndarray) -> "_CountingNB":
+        """Add one chunk's counts (streaming: the store arrives in chunks)."""
+        self._check_alpha()
+        K = self.n_classes or int(np.max(y)) + 1
+        counts, per_class = class_feature_counts(X, y, K)
+        if getattr(self, "feature_count_", None) is None:
+            self.feature_count_, self.class_count_ = counts, per_class
+        else:
+            self.feature_count_ += counts
+            self.class_count_ += per_class
+        self._finish()
+        return self
+
+    def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "_CountingNB":
+        self.feature_count_ = None
+        return self.partial_fit(X, y)
+
+    def _finish(self) -> None:
+        self.class_log_prior_ = log_prior(self.class_count_)
+        self.history_ = [{"pass": 1, "active": int(self.class_count_.sum())}]
+
+
+class MultinomialNBMap(_CountingNB):
+    """nb-map: q_km = (alpha - 1 + c_km) / (M (alpha - 1) + C_k)   (eq. 10), alpha > 1."""
+
+    family: ClassVar[str] = "nb-map"
+    link: ClassVar[str] = "softmax"
+
+    def _check_alpha(self) -> None:
+        if not self.alpha > 1.0:
+            raise ValueError(f"nb-map: alpha must be > 1 (eq. 10 MAP estimate), got {self.alpha}")
+
+    def _finish(self) -> None:
+        super()._finish()
+        M = self.feature_count_.shape[1]
+        num = self.feature_count_ + (self.alpha - 1.0)                 # K x F
+        den = num.sum(axis=1, keepdims=True)                            # M(alpha-1) + C_k
+        self.feature_log_prob_ = np.log(num) - np.log(den)
+        self.coef_ = self.feature_log_prob_.T                           # F x K
+        self.intercept_ = self.class_log_prior_
+        assert self.coef_.shape[0] == M
+
+    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
+        """Joint log-likelihood up to the multinomial coefficient (softmax -> posterior)."""
+        return np.asarray(X @ self.coef_) + self.intercept_
+
+
+class MultinomialNBBayes(_CountingNB):
+    """nb-bayes: Dirichlet-multinomial predictive with alpha_km = alpha + c_km (eqs. 11-13)."""
+
+    family: ClassVar[str] = "nb-bayes"
+    link: ClassVar[str] = "dirichlet"
+
+    def __init__(self, alpha: float = 1.0, n_classes: int | None = None):
+        super().__init__(alpha=alpha, n_classes=n_classes)
+
+    def _check_alpha(self) -> None:
+        if not self.alpha > 0.0:
+            raise ValueError(f"nb-bayes: the Dirichlet alpha must be > 0, got {self.alpha}")
+
+    def _finish(self) -> None:
+        super()._finish()
+        self.alpha_post_ = (self.feature_count_ + self.alpha).T        # F x K, eq. 13
+        self.alpha_sum_ = self.alpha_post_.sum(axis=0)                  # K, eq. 11 denominators
+        self.intercept_ = self.class_log_prior_
+
+    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
+        return dirichlet_log_likelihood(X, self.alpha_post_, self.alpha_sum_) + self.intercept_
+
+    def export_arrays(self) -> dict[str, np.ndarray]:
+        """weights = posterior alphas (float32 holds counts exactly up to 2^24), bias =
+        log prior, extra `alpha_sum` in float64 (sums of millions of counts)."""
+        return {"weights": np.asarray(self.alpha_post_, dtype=np.float32),
+                "bias": np.asarray(self.intercept_, dtype=np.float32),
+                "alpha_sum": np.asarray(self.alpha_sum_, dtype=np.float64)}
