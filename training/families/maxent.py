@@ -147,20 +147,20 @@ def _owlqn(fun_grad, x0: np.ndarray, lam: float, max_iter: int, tol: float, memo
 class MaxEnt(ReorderingClassifier):
     """Primal multinomial LR. solver: lbfgs (L2) | owlqn (L1) | sgd (L2, streaming).
 
-    C: inverse regularisation (sigma^2 of eq. 6); max_iter: iterations (lbfgs/owlqn)
+    C: inverse regularisation (sigma^2 of eq. 6); max_passes: iterations (lbfgs/owlqn)
     or epochs (sgd); tol: relative stopping tolerance; batch_size/learning_rate: sgd.
     """
 
     family = "maxent"
 
     def __init__(self, C: float = 1.0, solver: str = "lbfgs", bias: float = 1.0,
-                 max_iter: int = 200, tol: float = 1e-6, batch_size: int = 1024,
-                 learning_rate: float = 0.1, seed: int = 0, n_classes: int | None = None,
+                 max_passes: int = 200, tol: float = 1e-6, batch_size: int = 256,
+                 learning_rate: float = 1.0, seed: int = 0, n_classes: int | None = None,
                  verbose: bool = False):
         self.C = C
         self.solver = solver
         self.bias = bias
-        self.max_iter = max_iter
+        self.max_passes = max_passes
         self.tol = tol
         self.batch_size = batch_size
         self.learning_rate = learning_rate
@@ -190,14 +190,14 @@ class MaxEnt(ReorderingClassifier):
         n, F = X.shape
         self.history_ = []
         self._t0 = time.perf_counter()
-        self._bar = tqdm(total=self.max_iter, desc=f"maxent-{self.solver}", unit="it",
+        self._bar = tqdm(total=self.max_passes, desc=f"maxent-{self.solver}", unit="it",
                          disable=not self.verbose, leave=False)
         try:
             if self.solver == "sgd":
                 self._W = np.zeros((F + 1, K))
                 self._t = 0
                 rng = np.random.Generator(np.random.PCG64(self.seed))
-                for epoch in range(1, self.max_iter + 1):
+                for epoch in range(1, self.max_passes + 1):
                     self._sgd_epoch(X, y, rng)
                     self._record(epoch, primal_objective(X, y, self._W, self.C, self.bias))
                 W = self._W
@@ -223,7 +223,7 @@ class MaxEnt(ReorderingClassifier):
 
         x0 = np.zeros((F + 1) * K)
         if self.solver == "owlqn":
-            return _owlqn(smooth, x0, scale / C, int(self.max_iter), float(self.tol),
+            return _owlqn(smooth, x0, scale / C, int(self.max_passes), float(self.tol),
                           callback=lambda it, obj: self._record(it, obj / scale)).reshape(shape)
 
         def l2(w_flat: np.ndarray) -> tuple[float, np.ndarray]:
@@ -237,7 +237,7 @@ class MaxEnt(ReorderingClassifier):
             self._record(it[0], intermediate_result.fun / scale)
 
         res = minimize(l2, x0, jac=True, method="L-BFGS-B", callback=callback,
-                       options={"maxiter": int(self.max_iter), "ftol": float(self.tol),
+                       options={"maxiter": int(self.max_passes), "ftol": float(self.tol),
                                 "gtol": float(self.tol) * 1e-2, "maxcor": 10})
         self.converged_ = bool(res.success)
         return res.x.reshape(shape)
