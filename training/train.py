@@ -150,7 +150,6 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         model = FAMILIES[family](**params).fit(X_fit, labels[fit_rows])
         fit_seconds = time.perf_counter() - t0
         info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
-                                "summary": model.fit_summary(),
                                 "history": getattr(model, "history_", [])}
         if cal_rows.size:
             y_cal = labels[cal_rows]
@@ -163,6 +162,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
                 "log_loss_before": log_loss(before, y_cal),
                 "log_loss": float(np.mean(-np.log(np.maximum(probs[np.arange(len(y_cal)), y_cal], 1e-300)))),
             }
+        info["summary"] = model.fit_summary()
         models.append(model)
         directions_meta[direction] = info
     train_seconds = time.perf_counter() - t_train
