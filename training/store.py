@@ -265,6 +265,23 @@ class ExampleStore:
     def _chunk_array(self, chunk: dict, name: str) -> np.ndarray:
         return self._load(chunk["name"], f"{name}.npy")
 
+    def corpus_view(self):
+        """The store's sentences as a training.corpus.Corpus (memory-mapped arrays)."""
+        from training.corpus import Corpus
+
+        s = self.sentences
+        return Corpus(self.src_vocab, self.tgt_vocab, s["src_ids"], s["src_offsets"], s["tgt_ids"],
+                      s["tgt_offsets"], s["align"], s["align_offsets"], self.meta.get("corpus", {}))
+
+    def example_rows(self) -> np.ndarray:
+        """(sentence, src_start, src_end, tgt_start, tgt_end) of every example, int32 [n, 5]."""
+        out = np.empty((self.n_examples, 5), dtype=np.int32)
+        for chunk in self.meta["chunks"]:
+            first = chunk["first_example"]
+            for j, name in enumerate(CHUNK_ARRAYS[:5]):
+                out[first:first + chunk["examples"], j] = self._chunk_array(chunk, name)
+        return out
+
     def load_labels(self, column: str) -> np.ndarray:
         """One label column (extraction coding) for all examples, int8 [n_examples]."""
         j = self.column_index(column)
