@@ -151,9 +151,17 @@ def align_corpus(src: str | os.PathLike, tgt: str | os.PathLike, out: str | os.P
     OUT is replaced atomically, so a failed run leaves no partial file. Returns the number
     of links written.
     """
+    out = Path(out)
+    if not out.parent.is_dir():  # say so now, not after a long alignment
+        raise InputError(f"cannot write the alignment: directory {out.parent} does not exist", out)
+    if out.is_dir():
+        raise InputError("is a directory; --out names the alignment file to write", out)
     source, target = read_parallel(src, tgt)
     (fwd, fwd_off), (rev, rev_off) = run_eflomal(source, target, n_samplers, threads, verbose)
     # reverse gives each source word one link (symal's direct), forward each target word.
     links, offsets = symmetrize(source.lengths, target.lengths, rev, rev_off, fwd, fwd_off, method)
-    write_bytes_atomic(out, format_links(links, offsets))
+    try:
+        write_bytes_atomic(out, format_links(links, offsets))
+    except OSError as exc:
+        raise InputError(f"cannot write the alignment: {exc.strerror}", out) from exc
     return int(links.shape[0])

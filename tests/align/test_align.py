@@ -59,7 +59,9 @@ def test_cli_aligns_the_corpus_slice(slice_300, tmp_path, capsys):
         links = [tuple(int(x) for x in link.split("-")) for link in line.split()]
         assert links == sorted(set(links)), number
         assert all(0 <= i < len(s.split()) and 0 <= j < len(t.split()) for i, j in links), number
-    assert sum(map(len, ours)) > 0.9 * sum(map(len, gold))  # dense like gdfa, not an intersection
+    # dense like gdfa: measured 0.89-0.92 of train.align's link count (the intersection
+    # of the two directions alone is about 0.48), so 0.75 tells them apart
+    assert sum(map(len, ours)) > 0.75 * sum(map(len, gold))
     tp = sum(len(a & g) for a, g in zip(ours, gold))
     precision, recall = tp / sum(map(len, ours)), tp / sum(map(len, gold))
     f1 = 2 * precision * recall / (precision + recall)
@@ -121,6 +123,18 @@ def test_missing_file(tmp_path, capsys):
     assert code == 3
     assert f"{tmp_path / 'nope'}: cannot read" in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
+
+
+def test_unwritable_output_fails_before_aligning(tmp_path, capsys):
+    (tmp_path / "f").write_text("a\n")
+    (tmp_path / "e").write_text("x\n")
+    out = tmp_path / "no-such-dir" / "a"
+    code = main(["align", "--src", str(tmp_path / "f"), "--tgt", str(tmp_path / "e"), "--out", str(out)])
+    assert code == 3
+    assert f"{out}: cannot write the alignment: directory {out.parent} does not exist" in capsys.readouterr().err
+    code = main(["align", "--src", str(tmp_path / "f"), "--tgt", str(tmp_path / "e"), "--out", str(tmp_path)])
+    assert code == 3
+    assert "is a directory" in capsys.readouterr().err
 
 
 def test_missing_eflomal_says_how_to_install(tmp_path, capsys, monkeypatch):
