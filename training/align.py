@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,19 +146,25 @@ def run_eflomal(source: TokenizedText, target: TokenizedText, n_samplers: int = 
 
 def align_corpus(src: str | os.PathLike, tgt: str | os.PathLike, out: str | os.PathLike,
                  method: str = "grow-diag-final-and", n_samplers: int = 3,
-                 threads: int | None = None, verbose: bool = False) -> int:
+                 threads: int | None = None, verbose: bool = False,
+                 report: Callable[[str], None] | None = None) -> int:
     """Align SRC with TGT and write Pharaoh `i-j` lines (i source, j target) to OUT.
 
-    OUT is replaced atomically, so a failed run leaves no partial file. Returns the number
-    of links written.
+    OUT is replaced atomically, so a failed run leaves no partial file. `report` hears a
+    line before each stage (eflomal is one opaque process: there is no finer progress
+    to show). Returns the number of links written.
     """
+    report = report or (lambda message: None)
     out = Path(out)
     if not out.parent.is_dir():  # say so now, not after a long alignment
         raise InputError(f"cannot write the alignment: directory {out.parent} does not exist", out)
     if out.is_dir():
         raise InputError("is a directory; --out names the alignment file to write", out)
     source, target = read_parallel(src, tgt)
+    report(f"aligning {len(source.lines)} sentence pairs with eflomal in both directions "
+           f"({n_samplers} samplers)")
     (fwd, fwd_off), (rev, rev_off) = run_eflomal(source, target, n_samplers, threads, verbose)
+    report(f"symmetrizing with {method}")
     # reverse gives each source word one link (symal's direct), forward each target word.
     links, offsets = symmetrize(source.lengths, target.lengths, rev, rev_off, fwd, fwd_off, method)
     try:

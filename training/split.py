@@ -6,6 +6,8 @@ that needs the split recomputes the same one.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from training.errors import InputError
@@ -28,7 +30,8 @@ def heldout_sentences(n_sentences: int, fraction: float = 0.1) -> np.ndarray:
     if not 0.0 <= fraction <= 1.0:
         raise InputError(f"fraction must be between 0 and 1, not {fraction!r}")
     n_sentences = int(n_sentences)
-    n_held = min(n_sentences, int(n_sentences * fraction + 0.5))
+    # exact decimal arithmetic: 5 * 0.7 is 3.4999999999999996 in floats, and should round to 4
+    n_held = min(n_sentences, int(n_sentences * Fraction(repr(float(fraction))) + Fraction(1, 2)))
     mask = np.zeros(n_sentences, dtype=bool)
     mask[n_sentences - n_held:] = True
     return mask

@@ -151,3 +151,11 @@ def test_help_lists_the_options(capsys):
     text = capsys.readouterr().out
     for option in ("--src", "--tgt", "--out", "--symmetrization", "grow-diag-final-and", "--samplers", "--threads"):
         assert option in text
+
+
+@pytest.mark.parametrize("option", [["--samplers", "0"], ["--threads", "-1"], ["--symmetrization", "grow-diag-final-or"]])
+def test_bad_options_are_usage_errors(tmp_path, capsys, option):
+    with pytest.raises(SystemExit) as exc:
+        main(["align", "--src", "f", "--tgt", "e", "--out", str(tmp_path / "a"), *option])
+    assert exc.value.code == 2
+    assert option[0] in capsys.readouterr().err

@@ -12,6 +12,16 @@ import time
 from training.symmetrize import METHODS
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "align",
@@ -29,9 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="A", help="Pharaoh alignment to write (replaced atomically)")
     p.add_argument("--symmetrization", default="grow-diag-final-and", choices=list(METHODS),
                    help="how to combine the two directions, as Moses's symal (default: %(default)s)")
-    p.add_argument("--samplers", type=int, default=3, metavar="N",
+    p.add_argument("--samplers", type=_positive_int, default=3, metavar="N",
                    help="independent eflomal samplers whose counts are combined (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
+    p.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="OpenMP threads for eflomal (default: OMP_NUM_THREADS or all cores)")
     p.add_argument("--verbose", action="store_true", help="show eflomal's own progress output")
     p.set_defaults(func=run)
@@ -39,15 +49,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from training.align import align_corpus
-    from training.errors import InputError
 
-    if args.samplers < 1:
-        raise InputError(f"--samplers must be at least 1, not {args.samplers}")
-    if args.threads is not None and args.threads < 1:
-        raise InputError(f"--threads must be at least 1, not {args.threads}")
     start = time.perf_counter()
     n_links = align_corpus(args.src, args.tgt, args.out, method=args.symmetrization,
-                           n_samplers=args.samplers, threads=args.threads, verbose=args.verbose)
+                           n_samplers=args.samplers, threads=args.threads, verbose=args.verbose,
+                           report=lambda message: print(f"moses-reorder align: {message}", file=sys.stderr))
     print(f"moses-reorder align: wrote {n_links} links ({args.symmetrization}) to {args.out} "
           f"in {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return 0
