@@ -111,3 +111,14 @@ class Selection:
         keep = np.zeros(F, dtype=bool)
         keep[order[:k]] = True
         return keep
+
+
+def select_columns(X: sp.csr_matrix, label_sets: list[np.ndarray], n_classes: int,
+                   selection: Selection) -> tuple[np.ndarray, np.ndarray]:
+    """Keep-mask over X's columns and the NMI it was cut on.
+
+    A weight file holds one key set for all its directions, so a bidirectional model
+    ranks each feature by its best NMI over the directions' label sets.
+    """
+    nmi = np.max([feature_nmi(X, y, n_classes) for y in label_sets], axis=0)
+    return selection.mask(nmi), nmi

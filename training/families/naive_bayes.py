@@ -9,8 +9,15 @@ sparse product) and differ only in how the counts become predictions:
 - `nb-bayes`: Bayesian inference, the Dirichlet-multinomial predictive (eqs. 11-13) with
   the posterior hyper-parameters alpha_km = alpha + counts. It is not linear in the
   features (Gamma functions of the row's total count), so it exports the posterior
-  alphas, their per-class sums and the log prior, and scores through the "dirichlet"
-  link.
+  alphas (as logarithms: features are binary, so their sum over a row is the
+  product in eq. 11), their per-class sums and the log prior, and scores through the
+  "dirichlet" link.
+
+Calibration (beyond the paper): naive Bayes counts correlated features as independent
+evidence and is over-confident, and Moses consumes log-probabilities. `calibrate`
+fits one temperature on held-out rows (the same scalar fit as the SVM's); it divides
+the log-posterior, so the argmax and the accuracy are the paper's. `--param
+temperature_scaling=False` gives the paper's probabilities.
 
 This module must not read stores or files: it sees a CSR matrix and labels only.
 """
@@ -24,6 +31,7 @@ import scipy.sparse as sp
 from scipy.special import gammaln
 
 from training.families.base import ReorderingClassifier
+from training.families.calibration import fit_temperature
 
 # A class never seen in training gets this log prior instead of -inf (Moses floors
 # log-probabilities at -100 the same way), so the softmax never sees an all -inf row.
@@ -77,8 +85,9 @@ def dirichlet_log_likelihood(X: sp.csr_matrix, alpha_post: np.ndarray, alpha_sum
 class _CountingNB(ReorderingClassifier):
     """Shared one-pass counting; subclasses turn `feature_count_` into predictions."""
 
-    def __init__(self, alpha: float = 1.5, n_classes: int | None = None):
+    def __init__(self, alpha: float = 1.5, temperature_scaling: bool = True, n_classes: int | None = None):
         self.alpha = alpha
+        self.temperature_scaling = temperature_scaling
         self.n_classes = n_classes
 
     def _check_alpha(self) -> None:
@@ -104,6 +113,21 @@ class _CountingNB(ReorderingClassifier):
     def _finish(self) -> None:
         self.class_log_prior_ = log_prior(self.class_count_)
         self.history_ = [{"pass": 1, "active": int(self.class_count_.sum())}]
+        self.temperature_ = 1.0
+
+    def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "_CountingNB":
+        """One temperature on held-out rows (see the module docstring)."""
+        if self.temperature_scaling and X.shape[0]:
+            self.temperature_ = fit_temperature(self._log_joint(X), np.asarray(y, dtype=np.int64))
+        return self
+
+    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
+        """Log-posterior up to a per-row constant (softmax -> calibrated posterior)."""
+        return self._log_joint(X) / self.temperature_
+
+    def fit_summary(self) -> dict:
+        return {"temperature": self.temperature_, "examples_per_class": self.class_count_.tolist(),
+                "n_features": int(self.feature_count_.shape[1])}
 
 
 class MultinomialNBMap(_CountingNB):
@@ -122,13 +146,16 @@ class MultinomialNBMap(_CountingNB):
         num = self.feature_count_ + (self.alpha - 1.0)                 # K x F
         den = num.sum(axis=1, keepdims=True)                            # M(alpha-1) + C_k
         self.feature_log_prob_ = np.log(num) - np.log(den)
-        self.coef_ = self.feature_log_prob_.T                           # F x K
-        self.intercept_ = self.class_log_prior_
-        assert self.coef_.shape[0] == M
+        assert self.feature_log_prob_.shape[1] == M
 
-    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
-        """Joint log-likelihood up to the multinomial coefficient (softmax -> posterior)."""
-        return np.asarray(X @ self.coef_) + self.intercept_
+    def _log_joint(self, X: sp.csr_matrix) -> np.ndarray:
+        """ln p(o_k) + ln p(x|o_k) up to the multinomial coefficient C (eq. 6)."""
+        return np.asarray(X @ self.feature_log_prob_.T) + self.class_log_prior_
+
+    def export_arrays(self) -> dict[str, np.ndarray]:
+        """Softmax link: weights ln q_km / T, bias ln p(o_k) / T."""
+        return {"weights": np.asarray(self.feature_log_prob_.T / self.temperature_, dtype=np.float32),
+                "bias": np.asarray(self.class_log_prior_ / self.temperature_, dtype=np.float32)}
 
 
 class MultinomialNBBayes(_CountingNB):
@@ -137,8 +164,8 @@ class MultinomialNBBayes(_CountingNB):
     family: ClassVar[str] = "nb-bayes"
     link: ClassVar[str] = "dirichlet"
 
-    def __init__(self, alpha: float = 1.0, n_classes: int | None = None):
-        super().__init__(alpha=alpha, n_classes=n_classes)
+    def __init__(self, alpha: float = 1.0, temperature_scaling: bool = True, n_classes: int | None = None):
+        super().__init__(alpha=alpha, temperature_scaling=temperature_scaling, n_classes=n_classes)
 
     def _check_alpha(self) -> None:
         if not self.alpha > 0.0:
@@ -148,14 +175,14 @@ class MultinomialNBBayes(_CountingNB):
         super()._finish()
         self.alpha_post_ = (self.feature_count_ + self.alpha).T        # F x K, eq. 13
         self.alpha_sum_ = self.alpha_post_.sum(axis=0)                  # K, eq. 11 denominators
-        self.intercept_ = self.class_log_prior_
 
-    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
-        return dirichlet_log_likelihood(X, self.alpha_post_, self.alpha_sum_) + self.intercept_
+    def _log_joint(self, X: sp.csr_matrix) -> np.ndarray:
+        return dirichlet_log_likelihood(X, self.alpha_post_, self.alpha_sum_) + self.class_log_prior_
 
     def export_arrays(self) -> dict[str, np.ndarray]:
-        """weights = posterior alphas (float32 holds counts exactly up to 2^24), bias =
-        log prior, extra `alpha_sum` in float64 (sums of millions of counts)."""
-        return {"weights": np.asarray(self.alpha_post_, dtype=np.float32),
-                "bias": np.asarray(self.intercept_, dtype=np.float32),
-                "alpha_sum": np.asarray(self.alpha_sum_, dtype=np.float64)}
+        """For the "dirichlet" link: weights ln alpha_km, bias ln p(o_k), extras
+        `alpha_sum` (float64: sums of millions of counts) and `temperature`."""
+        return {"weights": np.log(self.alpha_post_).astype(np.float32),
+                "bias": np.asarray(self.class_log_prior_, dtype=np.float32),
+                "alpha_sum": np.asarray(self.alpha_sum_, dtype=np.float64),
+                "temperature": np.array([self.temperature_], dtype=np.float64)}
