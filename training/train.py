@@ -153,6 +153,13 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         if not keep.any():
             raise InputError(f"--select-nmi {select_nmi}: no feature kept")
 
+    fit_kwargs: dict[str, Any] = {}
+    if getattr(FAMILIES[family], "needs_pair_columns", False):  # the hybrid: which keys are pairs
+        from training.features import pair_keys
+
+        seen = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(split.fit)]
+        fit_kwargs["pair_columns"] = np.isin(keys, np.concatenate(seen))
+
     models, directions_meta = [], {}
     t_train = time.perf_counter()
     for direction, column in zip(mtype.directions, columns):
@@ -160,7 +167,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         if verbose:
             print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
         t0 = time.perf_counter()
-        model = FAMILIES[family](**params).fit(X_fit, labels[fit_rows])
+        model = FAMILIES[family](**params).fit(X_fit, labels[fit_rows], **fit_kwargs)
         fit_seconds = time.perf_counter() - t0
         info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
                                 "history": getattr(model, "history_", [])}

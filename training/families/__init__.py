@@ -1,6 +1,7 @@
 """Model families: one module each, registered in FAMILIES by name."""
 
 from training.families.dual_mlr import DualMLR
+from training.families.hybrid import HybridBackoff
 from training.families.lexical import LexicalTable
 from training.families.maxent import MaxEnt
 from training.families.naive_bayes import MultinomialNBBayes, MultinomialNBMap
@@ -13,4 +14,5 @@ FAMILIES = {
     "nb-map": MultinomialNBMap,
     "nb-bayes": MultinomialNBBayes,
     "lexical": LexicalTable,
+    "hybrid": HybridBackoff,
 }
