@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.naive_bayes import LOG_FLOOR, class_feature_counts, log_prior
 from training.lexical import DEFAULT_SMOOTHING, probabilities
@@ -45,7 +46,7 @@ class LexicalTable(ReorderingClassifier):
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "LexicalTable":
         X = sp.csr_matrix(X)
         if X.shape[0] and np.diff(X.indptr).max() > 1:
-            raise ValueError("lexical: every example must have at most one feature, its phrase-pair "
+            raise InputError("lexical: every example must have at most one feature, its phrase-pair "
                              "identity (train with --features pair)")
         y = np.asarray(y, dtype=np.int64)
         K = self.n_classes or int(y.max()) + 1

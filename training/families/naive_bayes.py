@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
 
+from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.calibration import fit_temperature
 
@@ -138,7 +139,7 @@ class MultinomialNBMap(_CountingNB):
 
     def _check_alpha(self) -> None:
         if not self.alpha > 1.0:
-            raise ValueError(f"nb-map: alpha must be > 1 (eq. 10 MAP estimate), got {self.alpha}")
+            raise InputError(f"nb-map: alpha must be > 1 (eq. 10 MAP estimate), got {self.alpha}")
 
     def _finish(self) -> None:
         super()._finish()
@@ -169,7 +170,7 @@ class MultinomialNBBayes(_CountingNB):
 
     def _check_alpha(self) -> None:
         if not self.alpha > 0.0:
-            raise ValueError(f"nb-bayes: the Dirichlet alpha must be > 0, got {self.alpha}")
+            raise InputError(f"nb-bayes: the Dirichlet alpha must be > 0, got {self.alpha}")
 
     def _finish(self) -> None:
         super()._finish()
