@@ -6,16 +6,15 @@ Dirichlet backoff whose base measure is the classifier,
 
     p(k | pair, x) = (c_k(pair) + beta q_k(x)) / (N(pair) + beta)
 
-written as a product of experts so it serves through the plain softmax link with no
-special case:
-
-    p(k | pair, x)  ∝  p_clf(k | x) * (c_k + beta qbar_k) / qbar_k
-
-where qbar is the classifier's mean prediction over the pair's training occurrences
-(when p_clf(.|x) = qbar the two forms are equal; elsewhere the context can still move
-the prediction). Each phrase-pair identity key carries ln(c_k + beta qbar_k) - ln qbar_k
-as its weight, each base feature the classifier's weight. An unseen pair has no pair
-key, so it gets the classifier alone.
+written as a log-linear model so it serves through the plain softmax link with no
+special case: p(k | pair, x) = softmax_k(z_k(x) + w_k(pair)), z the classifier's scores.
+Each phrase-pair identity key carries the per-pair bias w(pair) that makes the model's
+mean prediction over the pair's training occurrences equal the backoff estimate
+(c_k + beta qbar_k) / (N + beta), qbar the classifier's mean prediction there (the
+maxent optimality condition for a pair feature with the base weights fixed, solved by
+a few vectorized fixed-point steps from w = ln(c_k + beta qbar_k) - ln qbar_k). The
+context still moves the prediction around that mean. An unseen pair has no pair key,
+so it gets the classifier alone.
 
 Two choices make it win on both slices (benchmarks/RESULTS-families.md):
 - the base classifier is trained on the examples of *rare* pairs only (seen at most
@@ -106,18 +105,37 @@ class HybridBackoff(ReorderingClassifier):
         X_base = X[:, self.base_columns_]
         self.base_model_ = self._base_model().fit(X_base[rare], y[rare])
         self.rare_examples_ = int(rare.sum())
-        # qbar: the base classifier's mean prediction over each pair's training rows.
-        P = self.base_model_.predict_proba(X_base)
-        q = np.asarray(X_pair.T @ P) / np.maximum(n_pair, 1)[:, None]
-        self.pair_mean_proba_ = np.clip(q, 1e-6, 1.0)
+        # Training-time cache (not exported): base rows of the examples with a pair key.
+        self._rows = np.flatnonzero(has)
+        self._row_pair = row_pair[has]
+        self._X_rows = X_base[self._rows]
+        self._refresh_base()
         self.beta_ = float(self.beta) if self.beta is not None else 2.0
         self._set_pair_weights()
         self.history_ = list(getattr(self.base_model_, "history_", []))
         return self
 
-    def _set_pair_weights(self) -> None:
+    def _refresh_base(self) -> None:
+        """Base scores of the pair rows and qbar, each pair's mean base prediction."""
+        self._Z = np.asarray(self.base_model_.decision_function(self._X_rows), dtype=np.float64)
+        P = np.exp(self._Z - logsumexp(self._Z, axis=1, keepdims=True))
+        self.pair_mean_proba_ = np.clip(self._pair_mean(P), 1e-6, 1.0)
+
+    def _pair_mean(self, P: np.ndarray) -> np.ndarray:
+        n_pair = self.pair_count_.shape[0]
+        total = np.stack([np.bincount(self._row_pair, weights=P[:, k], minlength=n_pair)
+                          for k in range(P.shape[1])], axis=1)
+        return total / np.maximum(self.pair_count_.sum(axis=1), 1)[:, None]
+
+    def _set_pair_weights(self, steps: int = 8) -> None:
+        """w(pair) such that the mean prediction over the pair's rows is the backoff target."""
         q, c = self.pair_mean_proba_, self.pair_count_
-        w = np.log(c + self.beta_ * q) - np.log(q)
+        target = (c + self.beta_ * q) / (c.sum(axis=1, keepdims=True) + self.beta_)
+        w = np.log(target) - np.log(q)
+        for _ in range(steps):
+            z = self._Z + w[self._row_pair]
+            P = np.exp(z - logsumexp(z, axis=1, keepdims=True))
+            w += np.log(target) - np.log(np.clip(self._pair_mean(P), 1e-12, 1.0))
         self.pair_weight_ = np.maximum(w - w.max(axis=1, keepdims=True), LOG_FLOOR)
 
     def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "HybridBackoff":
@@ -127,6 +145,8 @@ class HybridBackoff(ReorderingClassifier):
         if X.shape[0] == 0:
             return self
         self.base_model_.calibrate(X[:, self.base_columns_], y)
+        self._refresh_base()
+        self._set_pair_weights()
         if self.beta is None:
             best = None
             for beta in BETAS:
@@ -139,6 +159,12 @@ class HybridBackoff(ReorderingClassifier):
             self.beta_ = best[1]
             self._set_pair_weights()
         return self
+
+    def export_arrays(self) -> dict[str, np.ndarray]:
+        for name in ("_rows", "_row_pair", "_X_rows", "_Z"):  # the training cache goes
+            self.__dict__.pop(name, None)
+        W, b = self._weights()
+        return {"weights": W, "bias": b}
 
     def _weights(self) -> tuple[np.ndarray, np.ndarray]:
         base = self.base_model_.export_arrays()
@@ -155,7 +181,3 @@ class HybridBackoff(ReorderingClassifier):
         return {"beta": self.beta_, "pairs": int(self.pair_count_.shape[0]),
                 "base_features": int(self.base_columns_.size), "rare_examples": self.rare_examples_,
                 "base": {"family": self.base, **self.base_model_.fit_summary()}}
-
-    def export_arrays(self) -> dict[str, np.ndarray]:
-        W, b = self._weights()
-        return {"weights": W, "bias": b}
