@@ -90,8 +90,19 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
 _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _read_f32(weights, lut, r, j):
+    return weights[r, j]
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _read_f16(weights_u16, lut, r, j):
+    return lut[weights_u16[r, j]]
+
+
 @nb.njit(nogil=True, cache=True)
-def _score_f32(indptr, query, keys, slots, weights, bias, out, n_found):
+def _score(indptr, query, keys, slots, weights, lut, bias, out, n_found, read):
+    """out[p] = bias + sum of the weight rows of pair p's known keys; `read` decodes one weight."""
     mask = np.uint64(slots.shape[0] - 1)
     n_out = bias.shape[0]
     for p in range(indptr.shape[0] - 1):
@@ -103,24 +114,7 @@ def _score_f32(indptr, query, keys, slots, weights, bias, out, n_found):
             if r >= 0:
                 found += 1
                 for j in range(n_out):
-                    out[p, j] += weights[r, j]
-        n_found[p] = found
-
-
-@nb.njit(nogil=True, cache=True)
-def _score_f16(indptr, query, keys, slots, weights_u16, lut, bias, out, n_found):
-    mask = np.uint64(slots.shape[0] - 1)
-    n_out = bias.shape[0]
-    for p in range(indptr.shape[0] - 1):
-        for j in range(n_out):
-            out[p, j] = bias[j]
-        found = 0
-        for i in range(indptr[p], indptr[p + 1]):
-            r = find_row(keys, slots, mask, query[i])
-            if r >= 0:
-                found += 1
-                for j in range(n_out):
-                    out[p, j] += lut[weights_u16[r, j]]
+                    out[p, j] += read(weights, lut, r, j)
         n_found[p] = found
 
 
@@ -170,10 +164,11 @@ class LoadedModel:
         n_found = np.empty(n, dtype=np.int32)
         w = self.weights
         if w.dtype == np.float16:
-            _score_f16(indptr, keys, self.keys, self._index.slots, w.view(np.uint16), _HALF_TO_FLOAT,
-                       self.bias, out, n_found)
+            _score(indptr, keys, self.keys, self._index.slots, w.view(np.uint16), _HALF_TO_FLOAT, self.bias,
+                   out, n_found, _read_f16)
         else:
-            _score_f32(indptr, keys, self.keys, self._index.slots, w, self.bias, out, n_found)
+            _score(indptr, keys, self.keys, self._index.slots, w, _HALF_TO_FLOAT, self.bias, out, n_found,
+                   _read_f32)
         return out, n_found
 
     def predict_proba_keys(self, indptr: np.ndarray, keys: np.ndarray) -> np.ndarray:
