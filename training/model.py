@@ -92,19 +92,13 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
 _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
-@nb.njit(nogil=True, cache=True, inline="always")
-def _read_f32(weights, lut, r, j):
-    return weights[r, j]
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _read_f16(weights_u16, lut, r, j):
-    return lut[weights_u16[r, j]]
-
-
 @nb.njit(nogil=True, cache=True)
-def _score(indptr, query, keys, slots, weights, lut, bias, out, n_found, read):
-    """out[p] = bias + sum of the weight rows of pair p's known keys; `read` decodes one weight."""
+def _score(indptr, query, keys, slots, weights, lut, bias, out, n_found):
+    """out[p] = bias + sum of the weight rows of pair p's known keys.
+
+    float32 weights come with lut=None; float16 weights come as their uint16 bit patterns
+    with lut = the float32 value of every pattern (numba prunes the branch not taken).
+    """
     mask = np.uint64(slots.shape[0] - 1)
     n_out = bias.shape[0]
     for p in range(indptr.shape[0] - 1):
@@ -116,7 +110,10 @@ def _score(indptr, query, keys, slots, weights, lut, bias, out, n_found, read):
             if r >= 0:
                 found += 1
                 for j in range(n_out):
-                    out[p, j] += read(weights, lut, r, j)
+                    if lut is None:
+                        out[p, j] += weights[r, j]
+                    else:
+                        out[p, j] += lut[weights[r, j]]
         n_found[p] = found
 
 
@@ -167,10 +164,9 @@ class LoadedModel:
         w = self.weights
         if w.dtype == np.float16:
             _score(indptr, keys, self.keys, self._index.slots, w.view(np.uint16), _HALF_TO_FLOAT, self.bias,
-                   out, n_found, _read_f16)
+                   out, n_found)
         else:
-            _score(indptr, keys, self.keys, self._index.slots, w, _HALF_TO_FLOAT, self.bias, out, n_found,
-                   _read_f32)
+            _score(indptr, keys, self.keys, self._index.slots, w, None, self.bias, out, n_found)
         return out, n_found
 
     def predict_proba_keys(self, indptr: np.ndarray, keys: np.ndarray) -> np.ndarray:
