@@ -166,7 +166,8 @@ def cache_name(spec: FeatureSpec, threshold: int, sentence_mask: np.ndarray | No
 def _store_identity(store) -> dict[str, Any]:
     corpus = store.meta.get("corpus", {})
     return {"corpus_sha256": corpus.get("sha256") if isinstance(corpus, dict) else corpus,
-            "n_examples": store.n_examples, "n_sentences": store.n_sentences}
+            "n_examples": store.n_examples, "n_sentences": store.n_sentences,
+            "created_at": store.meta.get("created_at")}
 
 
 def _load_cache(path: Path, store, spec: FeatureSpec, threshold: int) -> FeatureMatrix | None:
