@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from training import __version__
+from training.atomic import fsync_directory
 from training.batch import PairBatch
 from training.errors import InputError
 from training.features import extract_keys
@@ -260,9 +261,5 @@ def _write_cache(root: Path, target: Path, vocab: FeatureVocab, X: sp.csr_matrix
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(root)
     return target

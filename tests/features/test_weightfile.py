@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import struct
 import tempfile
 from pathlib import Path
@@ -62,6 +63,9 @@ def test_atomic_write_leaves_no_temp_and_replaces(tmp_path):
     write_weight_file(path, {"v": 2}, {"a": np.arange(5, dtype=np.int64)})
     assert os.listdir(tmp_path) == ["m.mrw"]
     assert read_weight_file(path).metadata == {"v": 2}
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # readable by a server user, not 0600
 
 
 def test_refuses_unstorable_data(tmp_path):
