@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="word-align a tokenized parallel corpus (eflomal + grow-diag-final-and)",
         description=(
             "Align tokenized SRC and TGT (line N of one is parallel to line N of the other; "
-            "tokens separated by spaces) with eflomal in both directions, symmetrize the two "
+            "tokens separated by spaces or tabs) with eflomal in both directions, symmetrize the two "
             "directions, and write Pharaoh 'i-j' links (0-based, i = source, j = target), one "
             "line per sentence pair. Needs the optional extra: pip install 'moses-reorder[align]'. "
             "eflomal samples from a clock-seeded generator, so reruns differ slightly."
