@@ -128,6 +128,18 @@ def _alignment_line_error(line: str, path: Path, lineno: int, n_src: int, n_tgt:
     return InputError("malformed alignment line", path, lineno)
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _read_number(buf, i):
+    """Decimal digits at buf[i:] (at most 12): (value, next index, digit count)."""
+    value = 0
+    digits = 0
+    while i < buf.shape[0] and 48 <= buf[i] <= 57 and digits < 12:
+        value = value * 10 + (buf[i] - 48)
+        digits += 1
+        i += 1
+    return value, i, digits
+
+
 @nb.njit(nogil=True, cache=True)
 def _scan_pharaoh(buf, n_lines):
     """One pass over the alignment bytes: (points [k,2], line of each point, first bad line or -1).
@@ -150,21 +162,10 @@ def _scan_pharaoh(buf, n_lines):
         elif c == 32 or c == 9:
             i += 1
         else:
-            a = 0
-            da = 0
-            while i < n and 48 <= buf[i] <= 57 and da < 12:
-                a = a * 10 + (buf[i] - 48)
-                da += 1
-                i += 1
+            a, i, da = _read_number(buf, i)
             if da == 0 or da == 12 or i >= n or buf[i] != 45:
                 return points[:k], line_of[:k], line
-            i += 1
-            b = 0
-            db = 0
-            while i < n and 48 <= buf[i] <= 57 and db < 12:
-                b = b * 10 + (buf[i] - 48)
-                db += 1
-                i += 1
+            b, i, db = _read_number(buf, i + 1)
             if db == 0 or db == 12 or (i < n and buf[i] != 32 and buf[i] != 9 and buf[i] != 10):
                 return points[:k], line_of[:k], line
             if line >= n_lines:
