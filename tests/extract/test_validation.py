@@ -96,3 +96,11 @@ def test_duplicate_points_are_dropped(tmp_path):
     corpus = read_corpus(files["src"], files["tgt"], files["align"])
     assert corpus.align.tolist() == [[0, 0], [2, 1], [0, 0], [1, 0]]
     assert corpus.align_offsets.tolist() == [0, 2, 4]
+
+
+@pytest.mark.parametrize("command", ["extract", "lexical"])
+def test_help(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    assert "Exit codes" in capsys.readouterr().out
