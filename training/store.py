@@ -76,6 +76,9 @@ class StoreWriter:
         if not parent.is_dir():
             raise InputError("parent directory does not exist", parent)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp makes it private; a store is an ordinary directory
         self.chunks: list[dict] = []
         self.n_examples = 0
 

@@ -25,7 +25,6 @@ from training.mosesformat import MosesTextRenderer
 from training.store import StoreWriter
 
 DEFAULT_CHUNK_EXAMPLES = 2_000_000
-_BLOCK_SENTENCES = 4096
 
 
 def store_meta(corpus: Corpus, models: tuple[ExtractModel, ...], max_phrase_length: int,
@@ -67,8 +66,10 @@ def build_store(corpus: Corpus, models: tuple[ExtractModel, ...], out: str | Pat
             pending = 0
             bar = tqdm(total=corpus.n_sentences, unit="sent", desc="extract", disable=not progress,
                        file=sys.stderr)
-            for first in range(0, corpus.n_sentences, _BLOCK_SENTENCES):
-                stop = min(first + _BLOCK_SENTENCES, corpus.n_sentences)
+            # Blocks small enough that a chunk overshoots chunk_examples by little.
+            block = int(np.clip(chunk_examples // 64, 16, 4096))
+            for first in range(0, corpus.n_sentences, block):
+                stop = min(first + block, corpus.n_sentences)
                 rows, labels = extract_sentences(corpus, models, first, stop, max_phrase_length)
                 if renderer:
                     text_files[0].write(renderer.extract_lines(rows))
