@@ -1,6 +1,5 @@
 """PNG figures of the papers, drawn with matplotlib's Agg backend (no display needed).
 
-- active set per pass (Figure 1 of the SVM and dual-MLR papers), from trainers' history
 - training time and memory against data size (SVM paper, Figure 2), from benchmark records
 - NMI of every feature, ranked from lowest to highest (Bayesian paper, Figure 1)
 - error rate against the proportion of features kept by NMI (Bayesian paper, Figure 2)
@@ -12,7 +11,6 @@ trains, reads stores or loads models.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,35 +23,20 @@ import numpy as np  # noqa: E402
 
 
 def _save(fig: Any, path: str | os.PathLike) -> Path:
+    """PNG bytes written atomically (training.atomic), the figure closed either way."""
+    import io
+
+    from training.atomic import write_bytes_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=110, bbox_inches="tight")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        write_bytes_atomic(path, buf.getvalue())
     finally:
         plt.close(fig)
     return path
-
-
-def plot_active_set(histories: Mapping[str, Sequence[Mapping[str, Any]]], path: str | os.PathLike) -> Path:
-    """One line per trainer/direction: active examples after each pass."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, history in histories.items():
-        passes = [h.get("pass", i + 1) for i, h in enumerate(history)]
-        ax.plot(passes, [h["active"] for h in history], marker="o", ms=3, label=label)
-    ax.set_xlabel("pass over the data")
-    ax.set_ylabel("active phrase pairs")
-    ax.set_title("Active set per pass")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    return _save(fig, path)
 
 
 def plot_scaling(records: Sequence[Mapping[str, Any]], path: str | os.PathLike) -> Path:

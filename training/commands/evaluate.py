@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from training.errors import InputError
@@ -42,18 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _write_json(path: str, data: dict) -> None:
-    path_ = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path_.name}.tmp-", dir=path_.parent if str(path_.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path_)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from training.atomic import write_bytes_atomic
+
+    write_bytes_atomic(path, json.dumps(data, indent=2).encode())
 
 
 def make_plots(report: dict, model, store: str, out_dir: str, bench: str | None) -> list[str]:
@@ -65,8 +54,13 @@ def make_plots(report: dict, model, store: str, out_dir: str, bench: str | None)
     out = Path(out_dir)
     directions = (model.metadata.get("training") or {}).get("directions") or {}
     histories = {d: info.get("history") or [] for d, info in directions.items()}
-    if any(len(h) > 1 and all("active" in x for x in h) for h in histories.values()):
-        written.append(plots.plot_active_set({d: h for d, h in histories.items() if h}, out / "active-set.png"))
+    histories = {d: h for d, h in histories.items() if len(h) > 1 and all("objective" in x for x in h)}
+    if histories:  # the dual papers' Figure 1, drawn by the trainers' own plot
+        from training.historyplot import plot_history
+
+        out.mkdir(parents=True, exist_ok=True)
+        plot_history(histories, out / "active-set.png", title=f"{model.family} {model.moses_type}")
+        written.append(out / "active-set.png")
     family = model.family if model.family in ("nb-map", "nb-bayes") else "nb-map"
     if "pair" not in model.spec.templates or len(model.spec.templates) > 1:
         curve = selection_curve(store, model.metadata["features"], model.moses_type, family=family,
