@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from training.families.base import ReorderingClassifier
 from training.families.shrinking import run_shrinking
-from training.families.sparse import check_Xy, decision_scores, row_sqnorms
+from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot, row_sqnorms
 
 
 @nb.njit(nogil=True, cache=True)
@@ -42,14 +42,11 @@ def _xlogx(a):
 def _init_w(indptr, indices, data, y, bias, C, alpha, w):
     """w(alpha) of eq. 10 for the starting alpha (one pass over the data)."""
     K = w.shape[1]
-    fb = w.shape[0] - 1
+    coef = np.empty(K)
     for i in range(indptr.shape[0] - 1):
         for k in range(K):
-            c = C * ((1.0 if k == y[i] else 0.0) - alpha[i, k])
-            for p in range(indptr[i], indptr[i + 1]):
-                w[indices[p], k] += c * data[p]
-            if bias != 0.0:
-                w[fb, k] += c * bias
+            coef[k] = C * ((1.0 if k == y[i] else 0.0) - alpha[i, k])
+        row_axpy(indptr, indices, data, i, w, bias, coef)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -70,7 +67,6 @@ def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, alpha, index, active, t
               max_trials, inner_steps, objective):
     """One pass of Algorithm 1 over index[:active]; shrunk examples move behind `active`."""
     K = w.shape[1]
-    fb = w.shape[0] - 1
     s = np.empty(K)       # w_k(alpha).x_i
     grad = np.empty(K)    # log alpha_ik - s_k  (eq. 12 up to a constant)
     a_old = np.empty(K)
@@ -82,16 +78,7 @@ def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, alpha, index, active, t
     while pos < active:
         i = index[pos]
         A = C * sqnorm[i]
-        for k in range(K):
-            s[k] = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            v = data[p]
-            for k in range(K):
-                s[k] += w[j, k] * v
-        if bias != 0.0:
-            for k in range(K):
-                s[k] += w[fb, k] * bias
+        row_dot(indptr, indices, data, i, w, bias, s)
         for k in range(K):
             a_old[k] = alpha[i, k]
             a_cur[k] = a_old[k]
@@ -154,14 +141,7 @@ def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, alpha, index, active, t
                 moved = True
             alpha[i, k] = a_cur[k]
         if moved:
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                v = data[p]
-                for k in range(K):
-                    w[j, k] += a_new[k] * v
-            if bias != 0.0:
-                for k in range(K):
-                    w[fb, k] += a_new[k] * bias
+            row_axpy(indptr, indices, data, i, w, bias, a_new)  # eq. 14
             updates += 1
         if v_first < tol:
             active -= 1

@@ -45,7 +45,7 @@ from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.calibration import fit_temperature
 from training.families.shrinking import run_shrinking
-from training.families.sparse import check_Xy, decision_scores, row_sqnorms
+from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot, row_sqnorms
 
 
 SHRINKING = ("bound", "paper")
@@ -88,7 +88,6 @@ def _svm_pass(indptr, indices, data, y, sqnorm, bias, C, w, alpha, index, active
     small active set costs nothing per inactive example.
     """
     K = w.shape[1]
-    fb = w.shape[0] - 1  # bias row (unused when bias == 0)
     G = np.empty(K)
     B = np.empty(K)
     alpha_new = np.empty(K)
@@ -105,17 +104,10 @@ def _svm_pass(indptr, indices, data, y, sqnorm, bias, C, w, alpha, index, active
             index[s], index[active] = index[active], index[s]
             continue
         # G_ik = w_k.x_i + 1 - delta_ik   (eq. 10)
+        row_dot(indptr, indices, data, i, w, bias, G)
         for k in range(K):
-            G[k] = 1.0
-        G[yi] = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            v = data[p]
-            for k in range(K):
-                G[k] += w[j, k] * v
-        if bias != 0.0:
-            for k in range(K):
-                G[k] += w[fb, k] * bias
+            G[k] += 1.0
+        G[yi] -= 1.0
         # v_i = max_k G_ik - min_{k: alpha_ik < C delta_ik} G_ik   (eq. 12)
         max_g = -np.inf
         min_g = np.inf
@@ -147,23 +139,12 @@ def _svm_pass(indptr, indices, data, y, sqnorm, bias, C, w, alpha, index, active
         for k in range(K):
             B[k] = G[k] - A * alpha[i, k]
         _sub_problem(A, B, yi, C, alpha_new)
+        dq = 0.0  # change of 1/2 ||w||^2, from G before the update: w_k.x_i = G_ik - 1 + delta_ik
         for k in range(K):
             delta[k] = alpha_new[k] - alpha[i, k]
             alpha[i, k] = alpha_new[k]
-        # w_k += (alpha'_ik - alpha_ik) x_i   (eq. 11)
-        dq = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            v = data[p]
-            for k in range(K):
-                step = delta[k] * v
-                dq += step * (w[j, k] + 0.5 * step)
-                w[j, k] += step
-        if bias != 0.0:
-            for k in range(K):
-                step = delta[k] * bias
-                dq += step * (w[fb, k] + 0.5 * step)
-                w[fb, k] += step
+            dq += delta[k] * (G[k] - (0.0 if k == yi else 1.0) + 0.5 * A * delta[k])
+        row_axpy(indptr, indices, data, i, w, bias, delta)  # w_k += delta_k x_i   (eq. 11)
         objective[0] += dq - delta[yi]
         updates += 1
         if paper_shrink and v_i < tol:
