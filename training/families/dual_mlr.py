@@ -30,77 +30,69 @@ import scipy.sparse as sp
 
 from training.families.base import ReorderingClassifier
 from training.families.shrinking import run_shrinking
-from training.families.sparse import check_Xy, decision_scores, row_sqnorms
+from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot, row_sqnorms
 
 
-@nb.njit(nogil=True, cache=True)
-def _xlogx(a):
-    return a * np.log(a) if a > 0.0 else 0.0
+_LOG_TINY = np.log(1e-300)  # alpha never reaches 0: eq. 9 is undefined there
 
 
 @nb.njit(nogil=True, cache=True)
 def _init_w(indptr, indices, data, y, bias, C, alpha, w):
     """w(alpha) of eq. 10 for the starting alpha (one pass over the data)."""
     K = w.shape[1]
-    fb = w.shape[0] - 1
+    coef = np.empty(K)
     for i in range(indptr.shape[0] - 1):
         for k in range(K):
-            c = C * ((1.0 if k == y[i] else 0.0) - alpha[i, k])
-            for p in range(indptr[i], indptr[i + 1]):
-                w[indices[p], k] += c * data[p]
-            if bias != 0.0:
-                w[fb, k] += c * bias
+            coef[k] = C * ((1.0 if k == y[i] else 0.0) - alpha[i, k])
+        row_axpy(indptr, indices, data, i, w, bias, coef)
 
 
 @nb.njit(nogil=True, cache=True)
-def _dual_objective(w, alpha, C):
+def _dual_objective(w, log_alpha, C):
     total = 0.0
     for j in range(w.shape[0]):
         for k in range(w.shape[1]):
             total += w[j, k] * w[j, k]
     total /= 2.0 * C
-    for i in range(alpha.shape[0]):
-        for k in range(alpha.shape[1]):
-            total += _xlogx(alpha[i, k])
+    for i in range(log_alpha.shape[0]):
+        for k in range(log_alpha.shape[1]):
+            total += np.exp(log_alpha[i, k]) * log_alpha[i, k]
     return total
 
 
 @nb.njit(nogil=True, cache=True)
-def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, alpha, index, active, tol,
+def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, log_alpha, index, active, tol,
               max_trials, inner_steps, objective):
-    """One pass of Algorithm 1 over index[:active]; shrunk examples move behind `active`."""
+    """One pass of Algorithm 1 over index[:active]; shrunk examples move behind `active`.
+
+    alpha is kept as log alpha: the gradient (eq. 12) and the entropy change (eq. 13)
+    need logs, so a trial step then costs K exps and one log instead of ~4K logs.
+    """
     K = w.shape[1]
-    fb = w.shape[0] - 1
     s = np.empty(K)       # w_k(alpha).x_i
     grad = np.empty(K)    # log alpha_ik - s_k  (eq. 12 up to a constant)
     a_old = np.empty(K)
     a_cur = np.empty(K)
+    la_cur = np.empty(K)
     a_new = np.empty(K)
+    la_new = np.empty(K)
     max_violation = 0.0
     updates = 0
     pos = 0
     while pos < active:
         i = index[pos]
         A = C * sqnorm[i]
+        row_dot(indptr, indices, data, i, w, bias, s)
         for k in range(K):
-            s[k] = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            v = data[p]
-            for k in range(K):
-                s[k] += w[j, k] * v
-        if bias != 0.0:
-            for k in range(K):
-                s[k] += w[fb, k] * bias
-        for k in range(K):
-            a_old[k] = alpha[i, k]
-            a_cur[k] = a_old[k]
+            la_cur[k] = log_alpha[i, k]
+            a_cur[k] = np.exp(la_cur[k])
+            a_old[k] = a_cur[k]
         v_first = 0.0
         for step in range(inner_steps):
             g_max = -np.inf
             g_min = np.inf
             for k in range(K):
-                grad[k] = np.log(a_cur[k]) - s[k]
+                grad[k] = la_cur[k] - s[k]
                 if grad[k] > g_max:
                     g_max = grad[k]
                 if grad[k] < g_min:
@@ -118,21 +110,23 @@ def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, alpha, index, active, t
                 # eq. 11 in log space: log a'_k = log a_k - eta grad_k - log Z
                 m = -np.inf
                 for k in range(K):
-                    a_new[k] = np.log(a_cur[k]) - eta * (grad[k] - g_min)
-                    if a_new[k] > m:
-                        m = a_new[k]
+                    la_new[k] = la_cur[k] - eta * (grad[k] - g_min)
+                    if la_new[k] > m:
+                        m = la_new[k]
                 z = 0.0
                 for k in range(K):
-                    a_new[k] = np.exp(a_new[k] - m)
+                    a_new[k] = np.exp(la_new[k] - m)
                     z += a_new[k]
+                log_z = np.log(z) + m
                 # eq. 13: exact change of D
                 d_ent = 0.0
                 d_lin = 0.0
                 d_sq = 0.0
                 for k in range(K):
-                    a_new[k] = max(a_new[k] / z, 1e-300)
+                    la_new[k] = max(la_new[k] - log_z, _LOG_TINY)
+                    a_new[k] /= z
                     d = a_new[k] - a_cur[k]
-                    d_ent += _xlogx(a_new[k]) - _xlogx(a_cur[k])
+                    d_ent += a_new[k] * la_new[k] - a_cur[k] * la_cur[k]
                     d_lin += d * s[k]
                     d_sq += d * d
                 change = d_ent - d_lin + 0.5 * A * d_sq
@@ -142,6 +136,7 @@ def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, alpha, index, active, t
                     for k in range(K):
                         s[k] -= A * (a_new[k] - a_cur[k])
                         a_cur[k] = a_new[k]
+                        la_cur[k] = la_new[k]
                     break
                 eta *= 0.5
             if not accepted:
@@ -152,16 +147,9 @@ def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, alpha, index, active, t
             a_new[k] = -C * (a_cur[k] - a_old[k])
             if a_new[k] != 0.0:
                 moved = True
-            alpha[i, k] = a_cur[k]
+            log_alpha[i, k] = la_cur[k]
         if moved:
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                v = data[p]
-                for k in range(K):
-                    w[j, k] += a_new[k] * v
-            if bias != 0.0:
-                for k in range(K):
-                    w[fb, k] += a_new[k] * bias
+            row_axpy(indptr, indices, data, i, w, bias, a_new)  # eq. 14
             updates += 1
         if v_first < tol:
             active -= 1
@@ -204,10 +192,11 @@ class DualMLR(ReorderingClassifier):
         alpha[np.arange(n), y] = 1.0 - self.init_eps
         w = np.zeros((F + 1, K), dtype=np.float64)
         _init_w(X.indptr, X.indices, X.data, y, bias, C, alpha, w)
-        objective = np.array([_dual_objective(w, alpha, C)])
+        log_alpha = np.log(alpha, out=alpha)
+        objective = np.array([_dual_objective(w, log_alpha, C)])
 
         def run_pass(index, active, tol):
-            return _mlr_pass(X.indptr, X.indices, X.data, sqnorm, bias, C, w, alpha, index,
+            return _mlr_pass(X.indptr, X.indices, X.data, sqnorm, bias, C, w, log_alpha, index,
                              active, tol, int(self.max_trials), int(self.inner_steps),
                              objective)
 
@@ -215,7 +204,7 @@ class DualMLR(ReorderingClassifier):
             run_pass, lambda: objective[0], n, float(self.eps), int(self.max_passes),
             int(self.seed), self.verbose, desc="dual-mlr")
         self.n_passes_ = len(self.history_)
-        self.dual_objective_ = float(_dual_objective(w, alpha, C))
+        self.dual_objective_ = float(_dual_objective(w, log_alpha, C))
         self.coef_ = w[:F].astype(np.float32)
         self.intercept_ = (w[F] * bias).astype(np.float32)
         self.n_classes_ = K

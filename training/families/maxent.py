@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
-from training.families.sparse import check_Xy, decision_scores
+from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot
 
 SOLVERS = ("lbfgs", "owlqn", "sgd")
 
@@ -35,18 +35,11 @@ SOLVERS = ("lbfgs", "owlqn", "sgd")
 @nb.njit(nogil=True, cache=True)
 def _loss_grad(indptr, indices, data, y, W, bias, G):
     """sum_i NLL_i at W ([F+1, K], last row = bias weights); G += its gradient."""
-    F1, K = W.shape
-    fb = F1 - 1
+    K = W.shape[1]
     s = np.empty(K)
     total = 0.0
     for i in range(indptr.shape[0] - 1):
-        for k in range(K):
-            s[k] = W[fb, k] * bias
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            v = data[p]
-            for k in range(K):
-                s[k] += W[j, k] * v
+        row_dot(indptr, indices, data, i, W, bias, s)
         m = s[0]
         for k in range(1, K):
             if s[k] > m:
@@ -59,14 +52,7 @@ def _loss_grad(indptr, indices, data, y, W, bias, G):
         for k in range(K):
             s[k] /= z
         s[y[i]] -= 1.0  # s is now p_i - onehot(y_i)
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            v = data[p]
-            for k in range(K):
-                G[j, k] += s[k] * v
-        if bias != 0.0:
-            for k in range(K):
-                G[fb, k] += s[k] * bias
+        row_axpy(indptr, indices, data, i, G, bias, s)
     return total
 
 

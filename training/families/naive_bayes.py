@@ -24,6 +24,7 @@ This module must not read stores or files: it sees a CSR matrix and labels only.
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 import numpy as np
@@ -96,6 +97,7 @@ class _CountingNB(ReorderingClassifier):
 
     def partial_fit(self, X: sp.csr_matrix, y: np.ndarray) -> "_CountingNB":
         """Add one chunk's counts (streaming: the store arrives in chunks)."""
+        self._t0 = time.perf_counter()
         self._check_alpha()
         K = self.n_classes or int(np.max(y)) + 1
         counts, per_class = class_feature_counts(X, y, K)
@@ -113,8 +115,14 @@ class _CountingNB(ReorderingClassifier):
 
     def _finish(self) -> None:
         self.class_log_prior_ = log_prior(self.class_count_)
-        self.history_ = [{"pass": 1, "active": int(self.class_count_.sum())}]
         self.temperature_ = 1.0
+
+    def _record_pass(self, log_q: np.ndarray) -> None:
+        """history_ (the train contract): one pass; objective = the training data's
+        negative joint log-likelihood sum_k [N_k ln p(o_k) + sum_m c_km ln q_km], from counts."""
+        nll = -float((self.feature_count_ * log_q).sum() + self.class_count_ @ self.class_log_prior_)
+        self.history_ = [{"pass": 1, "active": 1.0, "objective": nll,
+                          "seconds": time.perf_counter() - self._t0}]
 
     def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "_CountingNB":
         """One temperature on held-out rows (see the module docstring)."""
@@ -148,6 +156,7 @@ class MultinomialNBMap(_CountingNB):
         den = num.sum(axis=1, keepdims=True)                            # M(alpha-1) + C_k
         self.feature_log_prob_ = np.log(num) - np.log(den)
         assert self.feature_log_prob_.shape[1] == M
+        self._record_pass(self.feature_log_prob_)
 
     def _log_joint(self, X: sp.csr_matrix) -> np.ndarray:
         """ln p(o_k) + ln p(x|o_k) up to the multinomial coefficient C (eq. 6)."""
@@ -176,6 +185,7 @@ class MultinomialNBBayes(_CountingNB):
         super()._finish()
         self.alpha_post_ = (self.feature_count_ + self.alpha).T        # F x K, eq. 13
         self.alpha_sum_ = self.alpha_post_.sum(axis=0)                  # K, eq. 11 denominators
+        self._record_pass(np.log(self.alpha_post_ / self.alpha_sum_).T)  # posterior mean q
 
     def _log_joint(self, X: sp.csr_matrix) -> np.ndarray:
         return dirichlet_log_likelihood(X, self.alpha_post_, self.alpha_sum_) + self.class_log_prior_

@@ -35,6 +35,33 @@ def check_Xy(X, y, n_classes: int | None = None) -> tuple[sp.csr_matrix, np.ndar
     return X, y, int(n_classes)
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def row_dot(indptr, indices, data, i, w, bias, out):
+    """out[k] = w_k . x_i for a weight matrix [F+1, K] whose last row is the bias weight."""
+    fb = w.shape[0] - 1
+    for k in range(w.shape[1]):
+        out[k] = w[fb, k] * bias
+    for p in range(indptr[i], indptr[i + 1]):
+        j = indices[p]
+        v = data[p]
+        for k in range(w.shape[1]):
+            out[k] += w[j, k] * v
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def row_axpy(indptr, indices, data, i, w, bias, coef):
+    """w_k += coef[k] x_i (bias row included): the dual solvers' eq. 11 / eq. 14."""
+    fb = w.shape[0] - 1
+    for p in range(indptr[i], indptr[i + 1]):
+        j = indices[p]
+        v = data[p]
+        for k in range(w.shape[1]):
+            w[j, k] += coef[k] * v
+    if bias != 0.0:
+        for k in range(w.shape[1]):
+            w[fb, k] += coef[k] * bias
+
+
 @nb.njit(nogil=True, cache=True)
 def _row_sqnorms(indptr, data):
     n = indptr.shape[0] - 1

@@ -1,0 +1,163 @@
+"""Trainer benchmark on ja-en: time, peak memory and held-out accuracy per trainer.
+
+    nice -n 10 python benchmarks/train.py --store STORE [--features S7 S6] [--column wbe-msd/prev]
+        [--only NAME ...] [--out benchmarks/RESULTS-trainers.md]
+
+STORE is an example store of all 50k ja-en pairs with the wbe-msd labels, e.g.
+    moses-reorder extract --src train.ja --tgt train.en --align train.align --out STORE --model wbe-msd
+Training rows = the examples of the first 90% of sentences (training.split), held-out
+rows = the last 10%; features kept if seen > 10 times in training (the papers). The
+feature matrix is built (and cached in the store) before any trainer runs, so no
+trainer pays for it. Each trainer then runs in its own subprocess that loads the cached
+matrix, so the peak memory (VmHWM) of one cannot contaminate another; the table gives
+the peak and the peak minus the resident size right after loading the data (what the
+trainer itself added). CPU seconds are the subprocess's own user+system time, the fair
+figure on a shared machine; wall seconds are reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# name -> (kind, parameters). "ours" trainers are FAMILIES entries.
+TRAINERS: dict[str, tuple[str, dict]] = {
+    "svm C=0.1 eps=0.1": ("svm", {"C": 0.1, "eps": 0.1}),
+    "liblinear -s 4 -c 0.1 -e 0.1": ("liblinear", {"C": 0.1, "eps": 0.1}),
+    "svm C=1 eps=0.1": ("svm", {"C": 1.0, "eps": 0.1}),
+    "liblinear -s 4 -c 1 -e 0.1": ("liblinear", {"C": 1.0, "eps": 0.1}),
+    "svm C=0.1 eps=0.1 shrinking=paper": ("svm", {"C": 0.1, "eps": 0.1, "shrinking": "paper"}),
+    "dual-mlr C=1 eps=0.01": ("dual-mlr", {"C": 1.0, "eps": 0.01}),
+    "dual-mlr C=1 eps=0.1": ("dual-mlr", {"C": 1.0, "eps": 0.1}),
+    "dual-mlr C=1 eps=1.0": ("dual-mlr", {"C": 1.0, "eps": 1.0}),
+    "maxent L-BFGS C=1, 100 iterations": ("maxent", {"C": 1.0, "max_passes": 100, "tol": 1e-12}),
+    "maxent L-BFGS C=1, converged (ftol 1e-7)": ("maxent", {"C": 1.0, "max_passes": 600, "tol": 1e-7}),
+}
+
+
+def _status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def load_data(store_dir: str, features: str, column: str):
+    import numpy as np
+
+    from training.store import ExampleStore
+    from training.train import heldout_sentences, select_rows
+    from training.vocab import build_matrix
+
+    store = ExampleStore.open(store_dir)
+    heldout = heldout_sentences(store.n_sentences, 0.1)
+    matrix = build_matrix(store, features, 10, ~heldout)
+    sentence = store.sentence_of_examples()
+    fit_rows, held_rows = np.flatnonzero(~heldout[sentence]), np.flatnonzero(heldout[sentence])
+    X = select_rows(matrix.X, fit_rows)
+    X_held = select_rows(matrix.X, held_rows)
+    labels = store.load_labels(column).astype(np.int64)
+    # Touch the arrays so that their pages count in the baseline, not in the trainer.
+    _ = int(X.indices.sum()) + int(X.indptr[-1]) + int(X_held.indices.sum())
+    return X, labels[fit_rows], X_held, labels[held_rows]
+
+
+def worker(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    kind, params = TRAINERS[args.worker]
+    X, y, X_held, y_held = load_data(args.store, args.features[0], args.column)
+    baseline = _status("VmRSS")
+    t_cpu, t_wall = time.process_time(), time.perf_counter()
+    extra: dict = {}
+    if kind == "liblinear":
+        from liblinear.liblinearutil import parameter, predict, problem, train
+
+        prob = problem(y.astype(float), X.astype(np.float64))  # liblinear needs its own copy
+        model = train(prob, parameter(f"-s 4 -c {params['C']} -e {params['eps']} -B 1 -q"))
+        cpu, wall = time.process_time() - t_cpu, time.perf_counter() - t_wall
+        pred, _, _ = predict(y_held.astype(float), X_held.astype(np.float64), model, "-q")
+        accuracy = float(np.mean(np.asarray(pred) == y_held))
+    else:
+        from training.families import FAMILIES
+
+        model = FAMILIES[kind](**params, n_classes=3).fit(X, y)
+        cpu, wall = time.process_time() - t_cpu, time.perf_counter() - t_wall
+        accuracy = float(np.mean(model.predict(X_held) == y_held))
+        history = model.history_
+        extra = {"passes": len(history), "work": sum(h.get("active", 1.0) for h in history),
+                 "objective": history[-1]["objective"] if history else None,
+                 "converged": getattr(model, "converged_", None)}
+    print(json.dumps({"trainer": args.worker, "features": args.features[0], "cpu": cpu, "wall": wall,
+                      "accuracy": accuracy, "peak": _status("VmHWM"), "baseline": baseline,
+                      "n_train": int(X.shape[0]), "n_features": int(X.shape[1]), **extra}))
+
+
+def run_one(args: argparse.Namespace, trainer: str, features: str) -> dict:
+    cmd = [sys.executable, __file__, "--worker", trainer, "--store", args.store, "--features", features,
+           "--column", args.column]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{trainer} on {features} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| features | trainer | CPU s | wall s | held-out acc. | peak MiB | added MiB | passes (work) |",
+           "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        passes = f"{r['passes']} ({r['work']:.1f})" if "passes" in r else "-"
+        if r.get("converged") is False:
+            passes += " not converged"
+        out.append(f"| {r['features']} | {r['trainer']} | {r['cpu']:.1f} | {r['wall']:.1f} | "
+                   f"{100 * r['accuracy']:.2f}% | {r['peak'] / 2**20:.0f} | "
+                   f"{(r['peak'] - r['baseline']) / 2**20:.0f} | {passes} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", required=True)
+    p.add_argument("--features", nargs="+", default=["S7", "S6"])
+    p.add_argument("--column", default="wbe-msd/prev")
+    p.add_argument("--only", nargs="+", help="trainer names (default: all)", choices=sorted(TRAINERS))
+    p.add_argument("--skip", nargs="+", default=[], help="trainer names to leave out")
+    p.add_argument("--out", help="also append the table to this Markdown file")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    names = [n for n in (args.only or TRAINERS) if n not in args.skip]
+    rows = []
+    for features in args.features:
+        # Build (or reuse) the cached matrix once, outside every measurement.
+        subprocess.run([sys.executable, "-c", f"import sys; sys.argv=['x']; from benchmarks.train import load_data; "
+                        f"load_data({args.store!r}, {features!r}, {args.column!r})"],
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+        for name in names:
+            row = run_one(args, name, features)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    text = table(rows)
+    print(text)
+    if args.out:
+        header = (f"\n## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, "
+                  f"{os.cpu_count()} cores, column {args.column}\n\n"
+                  f"    nice -n 10 python benchmarks/train.py --store STORE --features {' '.join(args.features)}"
+                  f"{' --only ' + ' '.join(repr(n) for n in args.only) if args.only else ''}\n\n")
+        with open(args.out, "a", encoding="utf-8") as fh:
+            fh.write(header + text + "\n")
+
+
+if __name__ == "__main__":
+    main()
