@@ -9,6 +9,8 @@ drain on stop); request handling is server.service and model state server.reposi
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,12 @@ class ServeOptions:
     keep_versions: int = 2
     grace_seconds: float = 10.0
     reuse_port: bool = False  # set by the multi-worker parent: several processes share the port
+    notify_reload: bool = False  # a worker: after Reload, SIGUSR1 the supervisor so siblings rescan
+
+
+def _signal_supervisor() -> None:
+    """Reload reached one worker; the supervisor forwards SIGUSR1 so every worker rescans."""
+    os.kill(os.getppid(), signal.SIGUSR1)
 
 
 class ScoringServer:
@@ -58,7 +66,8 @@ class ScoringServer:
                                           on_failure=lambda name, v, msg: self.metrics.load_failures.labels(name).inc())
         self.service = ReorderingService(self.repository, metrics=self.metrics,
                                          cache=ResultCache(options.cache_size),
-                                         max_pairs=options.max_pairs, enable_admin=options.enable_admin)
+                                         max_pairs=options.max_pairs, enable_admin=options.enable_admin,
+                                         on_reload=_signal_supervisor if options.notify_reload else None)
         self._server: grpc.Server | None = None
         self.port: int | None = None
 

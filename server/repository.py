@@ -232,6 +232,7 @@ class ModelRepository:
         self._snapshots: dict[str, ModelSnapshot] = {}
         self._scan_lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._poller: threading.Thread | None = None
 
     # -- read side (request path) ------------------------------------------------------
@@ -349,23 +350,33 @@ class ModelRepository:
                   moses_type=served.schema.moses_type, family=served.family)
         return VersionRecord(version, LOADED, "", signature), served
 
-    # -- polling -----------------------------------------------------------------------
+    # -- background scans ----------------------------------------------------------------
     def start_polling(self, seconds: float) -> None:
-        if seconds <= 0 or self._poller is not None:
+        """Scan every `seconds` (0 = only when `request_scan` is called) on a daemon thread."""
+        if self._poller is not None:
             return
 
         def poll() -> None:
-            while not self._stop.wait(seconds):
+            while not self._stop.is_set():
+                woken = self._wake.wait(seconds if seconds > 0 else None)
+                if self._stop.is_set():
+                    return
+                self._wake.clear()
                 try:
                     self.scan()
                 except Exception as exc:  # keep polling whatever one scan hit
-                    log_event(logging.ERROR, "scan_failed", error=str(exc), exc_info=True)
+                    log_event(logging.ERROR, "scan_failed", error=str(exc), requested=woken, exc_info=True)
 
         self._poller = threading.Thread(target=poll, name="model-poller", daemon=True)
         self._poller.start()
 
+    def request_scan(self) -> None:
+        """Ask the background thread for a scan now (signal-handler safe: sets an event)."""
+        self._wake.set()
+
     def stop_polling(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._poller is not None:
             self._poller.join(timeout=5)
             self._poller = None

@@ -102,12 +102,13 @@ class ReorderingService:
     """Handlers of one server process; thread-safe (shared by the gRPC thread pool)."""
 
     def __init__(self, repository: ModelRepository, *, metrics: ServerMetrics, cache: ResultCache,
-                 max_pairs: int, enable_admin: bool = False):
+                 max_pairs: int, enable_admin: bool = False, on_reload: Callable[[], None] | None = None):
         self.repository = repository
         self.metrics = metrics
         self.cache = cache
         self.max_pairs = max_pairs
         self.enable_admin = enable_admin
+        self.on_reload = on_reload  # e.g. tell sibling worker processes to rescan too
 
     # -- wiring --------------------------------------------------------------------------
     def generic_handler(self) -> grpc.GenericRpcHandler:
@@ -216,4 +217,6 @@ class ReorderingService:
             snapshots = self.repository.scan(request.model or None)
         except UnknownModel as exc:
             raise RpcFailure(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+        if self.on_reload is not None:
+            self.on_reload()
         return pb.ReloadResponse(models=[model_info(s, s.newest) for s in snapshots])

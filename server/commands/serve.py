@@ -4,7 +4,8 @@ With `--workers 1` (default) the server runs in this process. With N > 1 this pr
 becomes a small supervisor: it reserves the port with SO_REUSEPORT (as in grpc's
 examples/python/multiprocessing), starts N worker processes that bind the same port (the
 kernel spreads connections over them), serves their aggregated Prometheus metrics,
-restarts a worker that dies, and on SIGTERM/SIGINT forwards SIGTERM so every worker
+restarts a worker that dies, forwards a worker's SIGUSR1 (it answered an admin Reload) to
+all workers so each rescans the repository, and on SIGTERM/SIGINT forwards SIGTERM so every worker
 drains its in-flight requests before exiting. The alternative to SO_REUSEPORT is one
 port per process with client-side `round_robin` over the addresses (docs in the README).
 
@@ -95,8 +96,11 @@ def _serve_here(args: argparse.Namespace) -> int:
         poll_seconds=args.poll_seconds, enable_admin=args.enable_admin,
         metrics_port=None if in_worker else args.metrics_port, max_pairs=args.max_pairs,
         max_message_mb=args.max_message_mb, cache_size=args.cache_size,
-        keep_versions=args.keep_versions, grace_seconds=args.grace_seconds, reuse_port=args.reuse_port)
+        keep_versions=args.keep_versions, grace_seconds=args.grace_seconds, reuse_port=args.reuse_port,
+        notify_reload=in_worker)
     server = ScoringServer(options)
+    if in_worker:  # a sibling got a Reload: the supervisor forwards SIGUSR1 to every ready worker
+        signal.signal(signal.SIGUSR1, lambda signum, frame: server.repository.request_scan())
     port = server.start()
     if in_worker:
         try:
@@ -175,13 +179,22 @@ def _supervise(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())
+    children: list[subprocess.Popen] = []
+    ready: set[int] = set()  # pids that reported ready (and so handle SIGUSR1)
+    starting: dict[int, subprocess.Popen] = {}  # ready pipe -> restarted worker not yet ready
+
+    def forward_reload(signum, frame) -> None:
+        for child in children:
+            if child.pid in ready and child.poll() is None:
+                child.send_signal(signal.SIGUSR1)
+
+    signal.signal(signal.SIGUSR1, forward_reload)
     metrics_dir = None
     if args.metrics_port is not None:
         metrics_dir = tempfile.TemporaryDirectory(prefix="moses-reorder-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name  # inherited by the workers
     reserved = _reserve_port(args.host, args.port)
     port = reserved.getsockname()[1]
-    children: list[subprocess.Popen] = []
     try:
         fds = []
         for _ in range(args.workers):
@@ -193,6 +206,7 @@ def _supervise(args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             log_event(logging.ERROR, "workers_failed", error=str(exc))
             return 1
+        ready.update(c.pid for c in children)
         if args.metrics_port is not None:
             from server.metrics import serve_multiprocess_http
             serve_multiprocess_http(args.metrics_port)
@@ -202,10 +216,17 @@ def _supervise(args: argparse.Namespace) -> int:
             for i, child in enumerate(children):
                 if child.poll() is not None and not stop.is_set():
                     log_event(logging.ERROR, "worker_died", pid=child.pid, exit_code=child.returncode)
+                    ready.discard(child.pid)
                     _forget_worker(child.pid, metrics_dir)
                     children[i], fd = _spawn(args, port)
-                    os.close(fd)
+                    starting[fd] = children[i]
                     log_event(logging.INFO, "worker_restarted", pid=children[i].pid)
+            if starting:
+                for fd in select.select(list(starting), [], [], 0)[0]:
+                    child = starting.pop(fd)
+                    if os.read(fd, 64):
+                        ready.add(child.pid)
+                    os.close(fd)
         log_event(logging.INFO, "supervisor_draining", workers=[c.pid for c in children])
     finally:
         for child in children:

@@ -129,10 +129,10 @@ def test_sigterm_drains_in_flight_requests(repo_root, corpus_keys, test_sentence
     assert names.index("server_draining") < names.index("server_stopped")
 
 
-def test_two_workers_share_the_port_and_aggregate_metrics(repo_root, corpus_keys, test_sentences):
+def test_two_workers_share_the_port_reload_all_and_aggregate_metrics(repo_root, corpus_keys, test_sentences):
     write_test_model(model_path(repo_root, "m", 1), corpus_keys)
     metrics_port = free_port()
-    server = ServeProcess(repo_root, "--workers", "2", "--metrics-port", str(metrics_port))
+    server = ServeProcess(repo_root, "--workers", "2", "--metrics-port", str(metrics_port), "--enable-admin")
     try:
         listening = next(e for e in server.events if e.get("event") == "listening")
         assert len(listening["worker_pids"]) == 2
@@ -147,6 +147,21 @@ def test_two_workers_share_the_port_and_aggregate_metrics(repo_root, corpus_keys
         assert sum(ok) == n
         loaded = [line for line in text.splitlines() if line.startswith("moses_reorder_loaded_versions{")]
         assert len(loaded) == 2  # one live series per worker process
+
+        # Reload reaches one worker; it has the supervisor tell the other (no polling here)
+        write_test_model(model_path(repo_root, "m", 2), corpus_keys, seed=2)
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            pb_grpc.ReorderingScorerStub(channel).Reload(pb.ReloadRequest(model="m"))
+        deadline = time.monotonic() + 30
+        while True:
+            pids = {e["pid"] for e in list(server.events) if e.get("event") == "version_loaded" and e["version"] == 2}
+            if pids == set(listening["worker_pids"]):
+                break
+            assert time.monotonic() < deadline, f"only workers {pids} loaded version 2"
+            time.sleep(0.05)
+        for _ in range(4):
+            with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                assert pb_grpc.ReorderingScorerStub(channel).GetModel(pb.GetModelRequest(model="m")).version == 2
     finally:
         code = server.stop()
     assert code == 0, server.events[-5:]
