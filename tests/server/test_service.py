@@ -232,6 +232,13 @@ def test_health_and_reflection_with_stock_stubs(repo_root, corpus_keys):
         assert check("broken") == health_pb2.HealthCheckResponse.NOT_SERVING
         code, _ = _code(health.Check, health_pb2.HealthCheckRequest(service="unknown"))
         assert code == grpc.StatusCode.NOT_FOUND
+        # the container's HEALTHCHECK probe (docker/Dockerfile) says the same
+        from server import healthcheck
+
+        assert healthcheck.main(["--address", srv.address]) == 0
+        assert healthcheck.main(["--address", srv.address, "--service", "m"]) == 0
+        assert healthcheck.main(["--address", srv.address, "--service", "broken"]) == 1
+        assert healthcheck.main(["--address", f"127.0.0.1:{free_port()}", "--timeout", "1"]) == 1
 
         stub = reflection_pb2_grpc.ServerReflectionStub(srv.channel)
         answers = list(stub.ServerReflectionInfo(iter([
