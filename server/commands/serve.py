@@ -4,10 +4,12 @@ With `--workers 1` (default) the server runs in this process. With N > 1 this pr
 becomes a small supervisor: it reserves the port with SO_REUSEPORT (as in grpc's
 examples/python/multiprocessing), starts N worker processes that bind the same port (the
 kernel spreads connections over them), serves their aggregated Prometheus metrics,
-restarts a worker that dies, forwards a worker's SIGUSR1 (it answered an admin Reload) to
+restarts a worker that dies (on the same port), forwards a worker's SIGUSR1 (it answered an admin Reload) to
 all workers so each rescans the repository, and on SIGTERM/SIGINT forwards SIGTERM so every worker
-drains its in-flight requests before exiting. The alternative to SO_REUSEPORT is one
-port per process with client-side `round_robin` over the addresses (docs in the README).
+drains its in-flight requests before exiting. SO_REUSEPORT balances connections, not
+RPCs: a client with one channel stays on one worker. `--port-per-worker` is the
+alternative: worker i listens on PORT+i and a client balances every RPC with gRPC's
+client-side `round_robin` over the addresses (README, "Serving on several cores").
 
 This module parses arguments and manages processes; it must not touch models or RPCs
 (server.app does), and it keeps its imports light so `moses-reorder --help` stays fast.
@@ -41,6 +43,9 @@ def register(subparsers) -> None:
     p.add_argument("--port", type=int, default=50051, help="port (0 = pick a free one; default 50051)")
     p.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port via SO_REUSEPORT (default 1; use the core count)")
+    p.add_argument("--port-per-worker", action="store_true",
+                   help="give worker i its own port (PORT+i) instead of sharing one; clients then balance "
+                        "every RPC with round_robin over the addresses")
     p.add_argument("--threads", type=int, default=4, help="RPC threads per process (default 4)")
     p.add_argument("--poll-seconds", type=float, default=10.0,
                    help="rescan the repository every S seconds (0 = never; default 10)")
@@ -133,13 +138,16 @@ def _reserve_port(host: str, port: int) -> socket.socket:
 
 
 def _worker_argv(args: argparse.Namespace, port: int, ready_fd: int) -> list[str]:
+    """The worker's command line: this one's options, its port, and how to report ready."""
     argv = [sys.executable, "-m", "training.cli", "serve",
             "--models", str(args.models), "--host", args.host, "--port", str(port),
             "--threads", str(args.threads), "--poll-seconds", str(args.poll_seconds),
             "--max-pairs", str(args.max_pairs), "--max-message-mb", str(args.max_message_mb),
             "--cache-size", str(args.cache_size), "--keep-versions", str(args.keep_versions),
             "--grace-seconds", str(args.grace_seconds), "--log-level", args.log_level,
-            "--worker-ready-fd", str(ready_fd), "--reuse-port"]
+            "--worker-ready-fd", str(ready_fd)]
+    if not args.port_per_worker:
+        argv.append("--reuse-port")
     if args.enable_admin:
         argv.append("--enable-admin")
     return argv
@@ -154,23 +162,27 @@ def _spawn(args: argparse.Namespace, port: int) -> tuple[subprocess.Popen, int]:
     return child, read_fd
 
 
-def _wait_ready(children: list[subprocess.Popen], fds: list[int], timeout: float) -> None:
+def _wait_ready(children: list[subprocess.Popen], fds: list[int], timeout: float) -> list[int]:
+    """Wait until every worker wrote its bound port into its pipe; returns the ports."""
     deadline = time.monotonic() + timeout
     pending = dict(zip(fds, children))
+    ports = {}
     while pending:
         left = deadline - time.monotonic()
         if left <= 0:
             raise RuntimeError(f"{len(pending)} worker(s) not ready after {timeout:.0f} s")
         ready, _, _ = select.select(list(pending), [], [], min(left, 0.5))
         for fd in ready:
-            if not os.read(fd, 64):
+            said = os.read(fd, 64)
+            if not said:
                 raise RuntimeError(f"worker {pending[fd].pid} exited during start-up "
                                    f"(exit code {pending[fd].wait()})")
             os.close(fd)
-            del pending[fd]
+            ports[pending.pop(fd).pid] = int(said)
         for fd, child in list(pending.items()):
             if child.poll() is not None and fd not in ready:
                 raise RuntimeError(f"worker {child.pid} exited during start-up (exit code {child.returncode})")
+    return [ports[c.pid] for c in children]
 
 
 def _supervise(args: argparse.Namespace) -> int:
@@ -193,16 +205,20 @@ def _supervise(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         metrics_dir = tempfile.TemporaryDirectory(prefix="moses-reorder-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name  # inherited by the workers
-    reserved = _reserve_port(args.host, args.port)
-    port = reserved.getsockname()[1]
+    reserved = None
+    if args.port_per_worker:  # worker i on PORT+i, or each on a free port of its own with --port 0
+        ports = [args.port + i if args.port else 0 for i in range(args.workers)]
+    else:
+        reserved = _reserve_port(args.host, args.port)
+        ports = [reserved.getsockname()[1]] * args.workers
     try:
         fds = []
-        for _ in range(args.workers):
-            child, fd = _spawn(args, port)
+        for i in range(args.workers):
+            child, fd = _spawn(args, ports[i])
             children.append(child)
             fds.append(fd)
         try:
-            _wait_ready(children, fds, timeout=300)
+            ports = _wait_ready(children, fds, timeout=300)  # a restarted worker gets the same port
         except RuntimeError as exc:
             log_event(logging.ERROR, "workers_failed", error=str(exc))
             return 1
@@ -210,7 +226,7 @@ def _supervise(args: argparse.Namespace) -> int:
         if args.metrics_port is not None:
             from server.metrics import serve_multiprocess_http
             serve_multiprocess_http(args.metrics_port)
-        log_event(logging.INFO, "listening", port=port, workers=args.workers,
+        log_event(logging.INFO, "listening", port=ports[0], ports=sorted(set(ports)), workers=args.workers,
                   worker_pids=[c.pid for c in children])
         while not stop.wait(0.5):
             for i, child in enumerate(children):
@@ -218,7 +234,7 @@ def _supervise(args: argparse.Namespace) -> int:
                     log_event(logging.ERROR, "worker_died", pid=child.pid, exit_code=child.returncode)
                     ready.discard(child.pid)
                     _forget_worker(child.pid, metrics_dir)
-                    children[i], fd = _spawn(args, port)
+                    children[i], fd = _spawn(args, ports[i])
                     starting[fd] = children[i]
                     log_event(logging.INFO, "worker_restarted", pid=children[i].pid)
             if starting:
@@ -235,7 +251,8 @@ def _supervise(args: argparse.Namespace) -> int:
         codes = [child.wait() for child in children]
         for child in children:
             _forget_worker(child.pid, metrics_dir)
-        reserved.close()
+        if reserved is not None:
+            reserved.close()
     failed = [c for c in codes if c != 0]
     log_event(logging.INFO, "server_stopped", worker_exit_codes=codes)
     if metrics_dir is not None:

@@ -180,3 +180,27 @@ def test_nonsense_limits_are_refused(repo_root, flag):
     proc = subprocess.run([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
                            flag, "0"], capture_output=True, text=True, env=subprocess_env(), timeout=120)
     assert proc.returncode == 3 and flag in proc.stderr
+
+
+def test_port_per_worker_with_client_side_round_robin(repo_root, corpus_keys, test_sentences):
+    write_test_model(model_path(repo_root, "m", 1), corpus_keys)
+    metrics_port = free_port()
+    server = ServeProcess(repo_root, "--workers", "2", "--port-per-worker", "--metrics-port", str(metrics_port))
+    try:
+        ports = next(e for e in server.events if e.get("event") == "listening")["ports"]
+        assert len(ports) == 2
+        target = "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in ports)
+        request = score_request(test_sentences[0], "m")
+        with grpc.insecure_channel(target, options=[("grpc.lb_policy_name", "round_robin")]) as channel:
+            stub = pb_grpc.ReorderingScorerStub(channel)
+            answers = {stub.Score(request, wait_for_ready=True).SerializeToString() for _ in range(10)}
+        assert len(answers) == 1  # both workers score identically
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        misses = [float(line.split(" ")[1]) for line in text.splitlines()
+                  if line.startswith("moses_reorder_cache_misses_total")]
+        # one channel, the same request 10 times: each worker's own cache missed it once,
+        # so both workers got RPCs from the one channel
+        assert misses == [2.0]
+    finally:
+        code = server.stop()
+    assert code == 0, server.events[-5:]
