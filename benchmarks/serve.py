@@ -205,10 +205,13 @@ def _env() -> dict[str, str]:
 
 
 class Server:
-    def __init__(self, root: Path, workers: int, cache_size: int, poll_seconds: float, threads: int):
+    def __init__(self, root: Path, workers: int, cache_size: int, poll_seconds: float, threads: int,
+                 balance: str):
         argv = [sys.executable, "-m", "training.cli", "serve", "--models", str(root), "--host", "127.0.0.1",
                 "--port", "0", "--workers", str(workers), "--cache-size", str(cache_size),
                 "--poll-seconds", str(poll_seconds), "--threads", str(threads)]
+        if balance == "round_robin" and workers > 1:
+            argv.append("--port-per-worker")
         self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=_env())
         self.events: list[dict] = []
         ready = threading.Event()
@@ -227,7 +230,8 @@ class Server:
         if not ready.wait(300):
             raise RuntimeError(f"server did not start: {self.events}")
         listening = next(e for e in self.events if e.get("event") == "listening")
-        self.port = listening["port"]
+        ports = listening.get("ports") or [listening["port"]]
+        self.target = "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in ports)
         self.pids = listening.get("worker_pids") or [self.proc.pid]
 
     def cpu_seconds(self) -> float:
@@ -246,12 +250,13 @@ class Server:
 
 
 # -- the load -----------------------------------------------------------------------------------
-async def _run_load(port: int, requests: list[bytes], sizes: list[int], clients: int, seconds: float,
+async def _run_load(target: str, requests: list[bytes], sizes: list[int], clients: int, seconds: float,
                     parse_version: bool = False, on_tick=None) -> dict:
     import grpc
 
-    options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", 64 << 20)]
-    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) for _ in range(clients)]
+    options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", 64 << 20),
+               ("grpc.lb_policy_name", "round_robin")]
+    channels = [grpc.aio.insecure_channel(target, options=options) for _ in range(clients)]
     calls = [ch.unary_unary(METHOD) for ch in channels]
     records: list[tuple[float, float, int, int]] = []  # (start, latency, pairs, version)
     errors: list[str] = []
@@ -282,7 +287,7 @@ async def _run_load(port: int, requests: list[bytes], sizes: list[int], clients:
 
 def load(server: Server, requests, sizes, clients: int, seconds: float, **kw) -> dict:
     cpu0, self0, wall0 = server.cpu_seconds(), time.process_time(), time.perf_counter()
-    out = asyncio.run(_run_load(server.port, requests, sizes, clients, seconds, **kw))
+    out = asyncio.run(_run_load(server.target, requests, sizes, clients, seconds, **kw))
     wall = time.perf_counter() - wall0
     out["server_cpu"] = server.cpu_seconds() - cpu0
     out["client_cpu"] = time.process_time() - self0
@@ -323,6 +328,9 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--balance", choices=["round_robin", "reuseport"], default="round_robin",
+                    help="round_robin: serve --port-per-worker and every client channel balances RPCs over "
+                         "the workers; reuseport: one shared port, the kernel spreads the connections")
     ap.add_argument("--seconds", type=float, default=10.0, help="per measured phase")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
@@ -345,12 +353,12 @@ def main() -> int:
     (root / MODEL_NAME / "1").mkdir(parents=True)
     shutil.copy(model, root / MODEL_NAME / "1" / model.name.replace(model.stem, "model"))
     rows = []
-    print(f"server: {args.workers} worker processes x {args.threads} threads; {args.clients} concurrent "
+    print(f"server: {args.workers} worker processes x {args.threads} threads ({args.balance}); {args.clients} concurrent "
           f"clients; {args.seconds:.0f} s per phase; nproc={os.cpu_count()}; load average before: "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (other jobs share these cores)")
 
     # 1. cache off: every request is scored
-    server = Server(root, args.workers, cache_size=0, poll_seconds=0.5, threads=args.threads)
+    server = Server(root, args.workers, cache_size=0, poll_seconds=0.5, threads=args.threads, balance=args.balance)
     try:
         load(server, requests, sizes, args.clients, 2.0)  # warm-up
         rows.append(summarize("cache off", load(server, requests, sizes, args.clients, args.seconds)))
@@ -389,7 +397,7 @@ def main() -> int:
     shutil.rmtree(root / MODEL_NAME / "2", ignore_errors=True)
 
     # 4. cache on: the tuning-run case, the same sentences again and again
-    server = Server(root, args.workers, cache_size=4096, poll_seconds=0, threads=args.threads)
+    server = Server(root, args.workers, cache_size=4096, poll_seconds=0, threads=args.threads, balance=args.balance)
     try:
         load(server, requests, sizes, args.clients, 2.0)  # fills the caches
         rows.append(summarize("cache on (warm)", load(server, requests, sizes, args.clients, args.seconds)))
