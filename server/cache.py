@@ -1,10 +1,13 @@
 """A bounded LRU cache of serialized Score responses.
 
 A tuning run (MERT, MIRA) decodes the same dev set every iteration, so the same
-sentence with the same phrase pairs is asked for again and again. The key is (model,
-version actually served, digest of the request bytes): a new version never sees the
-old version's answers, and a byte-identical request gets a byte-identical answer.
-It stores response bytes, never model objects; capacity 0 disables it.
+sentence with the same phrase pairs is asked for again and again. The key is the digest
+of the request bytes (which name the model and the requested version); an entry also
+records the version that answered, and the service uses it only while the request still
+resolves to that version -- in effect the key is (model, version served, digest), a new
+version never sees the old version's answers, and a repeat is answered without parsing.
+It stores response bytes (with the few facts needed to check that the entry's version
+is still the one the request resolves to), never model objects; capacity 0 disables it.
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ class ResultCache:
         if capacity < 0:
             raise ValueError(f"cache capacity must be >= 0, got {capacity}")
         self.capacity = capacity
-        self._entries: OrderedDict[tuple, bytes] = OrderedDict()
+        self._entries: OrderedDict[bytes, tuple] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         return self.capacity > 0
 
-    def get(self, key: tuple) -> bytes | None:
+    def get(self, key: bytes) -> tuple | None:
         if not self.capacity:
             return None
         with self._lock:
@@ -36,7 +39,7 @@ class ResultCache:
                 self._entries.move_to_end(key)
             return value
 
-    def put(self, key: tuple, value: bytes) -> None:
+    def put(self, key: bytes, value: tuple) -> None:
         if not self.capacity:
             return
         with self._lock:

@@ -168,6 +168,12 @@ class ReorderingService:
 
     # -- RPCs ----------------------------------------------------------------------------
     def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        digest = None
+        if self.cache.enabled:
+            digest = hashlib.blake2b(raw, digest_size=16).digest()
+            hit = self._cached(digest)
+            if hit is not None:
+                return hit
         try:
             request = pb.ScoreRequest.FromString(raw)
         except DecodeError as exc:
@@ -178,15 +184,6 @@ class ReorderingService:
             raise RpcFailure(grpc.StatusCode.RESOURCE_EXHAUSTED,
                              f"span_start: {n_pairs} phrase pairs exceed the server's limit of "
                              f"{self.max_pairs} per request (--max-pairs)")
-        key = None
-        if self.cache.enabled:
-            key = (served.name, served.version, hashlib.blake2b(raw, digest_size=16).digest())
-            hit = self.cache.get(key)
-            if hit is not None:
-                self.metrics.cache_hits.inc()
-                self.metrics.pairs.labels(served.name).inc(n_pairs)
-                return hit
-            self.metrics.cache_misses.inc()
         try:
             batch = batch_from_request_arrays(**request_arrays(request))
         except InputError as exc:
@@ -195,9 +192,26 @@ class ReorderingService:
             raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before scoring")
         probabilities = served.model.predict_proba(batch)
         body = score_response_bytes(served, probabilities)
-        if key is not None:
-            self.cache.put(key, body)
+        if digest is not None:
+            self.metrics.cache_misses.inc()
+            self.cache.put(digest, (served.name, request.version, served.version, n_pairs, body))
         self.metrics.pairs.labels(served.name).inc(n_pairs)
+        return body
+
+    def _cached(self, digest: bytes) -> bytes | None:
+        """The stored answer to these exact request bytes, if the version that made it is
+        still the one the request resolves to (so a hit needs no parsing at all)."""
+        entry = self.cache.get(digest)
+        if entry is None:
+            return None
+        name, requested, version, n_pairs, body = entry
+        try:
+            if self.repository.get(name).resolve(requested).version != version:
+                return None  # a newer version serves this request now
+        except LookupError:
+            return None  # the normal path reports why
+        self.metrics.cache_hits.inc()
+        self.metrics.pairs.labels(name).inc(n_pairs)
         return body
 
     def get_model(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.ModelInfo:

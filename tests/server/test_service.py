@@ -197,25 +197,35 @@ def test_polling_picks_up_new_versions(repo_root, corpus_keys, test_sentences):
         assert srv.stub.Score(score_request(test_sentences[0], "m")).version == 2
 
 
-def test_result_cache_answers_repeats_byte_for_byte(repo_root, corpus_keys, test_sentences):
-    write_test_model(model_path(repo_root, "m", 1), corpus_keys)
+def test_result_cache_answers_repeats_byte_for_byte_and_never_across_versions(repo_root, corpus_keys,
+                                                                              test_sentences):
+    write_test_model(model_path(repo_root, "m", 1), corpus_keys, seed=1)
     metrics_port = free_port()
-    with running_server(repo_root, cache_size=8, metrics_port=metrics_port) as srv:
+    sentence = test_sentences[4]
+    with running_server(repo_root, cache_size=8, metrics_port=metrics_port, enable_admin=True) as srv:
         raw = srv.channel.unary_unary(f"/{SERVICE_NAME}/Score")
-        body = score_request(test_sentences[4], "m").SerializeToString()
+        body = score_request(sentence, "m").SerializeToString()
         first, second = raw(body), raw(body)
         assert first == second
-        np.testing.assert_array_equal(probabilities(pb.ScoreResponse.FromString(first)),
-                                      probabilities(srv.stub.Score(score_request(test_sentences[4], "m"))))
+        assert pb.ScoreResponse.FromString(first).version == 1
+        pinned = score_request(sentence, "m", version=1).SerializeToString()
+        assert pb.ScoreResponse.FromString(raw(pinned)).version == 1  # another request: a miss
+        v2 = write_test_model(model_path(repo_root, "m", 2), corpus_keys, seed=2)
+        srv.stub.Reload(pb.ReloadRequest(model="m"))
+        third = pb.ScoreResponse.FromString(raw(body))  # same bytes, but version 2 serves it now
+        assert third.version == 2
+        np.testing.assert_array_equal(probabilities(third), expected_scores(v2, sentence))
+        assert raw(pinned) == raw(pinned) and pb.ScoreResponse.FromString(raw(pinned)).version == 1
         text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
         values = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
                   if line and not line.startswith("#")}
-        assert values["moses_reorder_cache_hits_total"] == 2.0
-        assert values["moses_reorder_cache_misses_total"] == 1.0
-        assert values['moses_reorder_requests_total{code="OK",method="Score"}'] == 3.0
-        assert values['moses_reorder_pairs_total{model="m"}'] == 3 * len(test_sentences[4].pairs)
-        assert values['moses_reorder_loaded_versions{model="m"}'] == 1.0
-        assert values['moses_reorder_request_seconds_count{method="Score"}'] == 3.0
+        assert values["moses_reorder_cache_hits_total"] == 4.0   # second, 3 x pinned after its first
+        assert values["moses_reorder_cache_misses_total"] == 3.0  # first, pinned, third
+        assert values['moses_reorder_requests_total{code="OK",method="Score"}'] == 7.0
+        assert values['moses_reorder_pairs_total{model="m"}'] == 7 * len(sentence.pairs)
+        assert values['moses_reorder_loaded_versions{model="m"}'] == 2.0
+        assert values['moses_reorder_newest_version{model="m"}'] == 2.0
+        assert values['moses_reorder_request_seconds_count{method="Score"}'] == 7.0
 
 
 def test_health_and_reflection_with_stock_stubs(repo_root, corpus_keys):
