@@ -317,6 +317,48 @@ def summarize(name: str, result: dict) -> dict:
     return row
 
 
+def stage_profile(requests: list[bytes], model_path: Path, repeats: int = 3) -> dict:
+    """CPU time per phrase pair of each step of one Score, in this process (no gRPC):
+    where a request's time goes, measured with process_time so other jobs on the machine
+    inflate it less than wall time."""
+    from server.service import request_arrays, score_response_bytes
+    from server.repository import load_served_model
+    from training.features import extract_keys
+    from training.request import batch_from_request_arrays
+
+    served = load_served_model(MODEL_NAME, 1, model_path)
+    model = served.model
+    steps = dict.fromkeys(["parse", "to numpy", "validate+hash (request.py)", "extract_keys (features.py)",
+                           "scores (model.py)", "link (links.py)", "response bytes"], 0.0)
+    pairs = 0
+    for _ in range(repeats):
+        for raw in requests:
+            t0 = time.process_time()
+            request = pb.ScoreRequest.FromString(raw)
+            t1 = time.process_time()
+            arrays = request_arrays(request)
+            t2 = time.process_time()
+            batch = batch_from_request_arrays(**arrays)
+            t3 = time.process_time()
+            indptr, keys = extract_keys(batch, model.spec)
+            t4 = time.process_time()
+            scores, n_found = model.scores(indptr, keys)
+            t5 = time.process_time()
+            from training.links import LINKS
+            probs = LINKS[model.link_name](model, scores, n_found)
+            t6 = time.process_time()
+            score_response_bytes(served, probs)
+            t7 = time.process_time()
+            for name, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6)):
+                steps[name] += dt
+            pairs += len(request.span_start)
+    total = sum(steps.values())
+    print("CPU per phrase pair of each step (in-process, no gRPC; all test sentences x "
+          f"{repeats}): " + ", ".join(f"{k} {v / pairs * 1e6:.3f} us" for k, v in steps.items())
+          + f"; total {total / pairs * 1e6:.3f} us/pair")
+    return {k: v / pairs * 1e6 for k, v in steps.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "ja-en")
@@ -348,6 +390,8 @@ def main() -> int:
     print(f"model {model}: {loaded.moses_type}, features {loaded.metadata['features']}, "
           f"{loaded.n_features:,} keys, {model.stat().st_size / 1e6:.1f} MB")
 
+    stage_profile(requests[:50], model, repeats=1)  # compiles and warms up
+    steps = stage_profile(requests, model)
     root = args.work / "repo"
     shutil.rmtree(root, ignore_errors=True)
     (root / MODEL_NAME / "1").mkdir(parents=True)
@@ -404,7 +448,7 @@ def main() -> int:
     finally:
         server.stop()
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"steps_us_per_pair": steps, "phases": rows}, indent=1))
     return 0
 
 
