@@ -10,6 +10,7 @@ answers repeated requests byte for byte; health and reflection work with stock s
 from __future__ import annotations
 
 import json
+import shutil
 import urllib.request
 
 import grpc
@@ -150,6 +151,15 @@ def test_list_models_and_admin_reload(repo_root, corpus_keys, test_sentences):
         assert path2.exists()
         code, _ = _code(srv.stub.Reload, pb.ReloadRequest(model="missing"))
         assert code == grpc.StatusCode.NOT_FOUND
+        # a model directory removed while serving is unloaded by the next scan
+        shutil.rmtree(repo_root / "b")
+        assert [m.name for m in srv.stub.Reload(pb.ReloadRequest()).models] == ["a"]
+        assert [m.name for m in srv.stub.ListModels(pb.ListModelsRequest()).models] == ["a"]
+        code, _ = _code(srv.stub.Score, score_request(test_sentences[0], "b"))
+        assert code == grpc.StatusCode.NOT_FOUND
+        health = health_pb2_grpc.HealthStub(srv.channel)
+        assert health.Check(health_pb2.HealthCheckRequest(service="b")).status == \
+            health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def test_corrupt_version_keeps_the_old_one_serving(repo_root, corpus_keys, test_sentences):
@@ -242,6 +252,11 @@ def test_health_and_reflection_with_stock_stubs(repo_root, corpus_keys):
         assert check("broken") == health_pb2.HealthCheckResponse.NOT_SERVING
         code, _ = _code(health.Check, health_pb2.HealthCheckRequest(service="unknown"))
         assert code == grpc.StatusCode.NOT_FOUND
+        # a name whose only version is broken: known, not serving, and says why
+        code, details = _code(srv.stub.Score, pb.ScoreRequest(model="broken"))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "not a moses-reorder weight file" in details
+        info = srv.stub.GetModel(pb.GetModelRequest(model="broken"))
+        assert list(info.loaded_versions) == [] and info.status[0].state == "FAILED"
         # the container's HEALTHCHECK probe (docker/Dockerfile) says the same
         from server import healthcheck
 
