@@ -188,8 +188,8 @@ class ReorderingService:
             batch = batch_from_request_arrays(**request_arrays(request))
         except InputError as exc:
             raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-        if context.time_remaining() <= 0:
-            raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before scoring")
+        if context.time_remaining() <= 0 or not context.is_active():  # nobody is waiting any more
+            raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed or call cancelled before scoring")
         probabilities = served.model.predict_proba(batch)
         body = score_response_bytes(served, probabilities)
         if digest is not None:
