@@ -108,6 +108,29 @@ def probabilities(response: pb.ScoreResponse) -> np.ndarray:
     return np.array(response.probabilities, dtype=np.float32).reshape(-1, len(response.outputs))
 
 
+def tiled_request(request: pb.ScoreRequest, times: int) -> pb.ScoreRequest:
+    """The request's pairs repeated `times` times (offsets shifted), built with numpy."""
+    def arr(name):
+        return np.array(getattr(request, name), dtype=np.int64)
+
+    n_pairs = len(request.span_start)
+    tgt_off, al_off = arr("target_offsets"), arr("align_offsets")
+    shifts = np.arange(times, dtype=np.int64)
+    big = pb.ScoreRequest(model=request.model, token_bytes=request.token_bytes,
+                          token_offsets=request.token_offsets, source=request.source)
+    big.span_start.extend(np.tile(arr("span_start"), times).tolist())
+    big.span_end.extend(np.tile(arr("span_end"), times).tolist())
+    big.target_tokens.extend(np.tile(arr("target_tokens"), times).tolist())
+    big.align_source.extend(np.tile(arr("align_source"), times).tolist())
+    big.align_target.extend(np.tile(arr("align_target"), times).tolist())
+    big.target_offsets.extend(
+        [0] + (tgt_off[1:][None, :] + (shifts * tgt_off[-1])[:, None]).ravel().tolist())
+    big.align_offsets.extend(
+        [0] + (al_off[1:][None, :] + (shifts * al_off[-1])[:, None]).ravel().tolist())
+    assert len(big.span_start) == n_pairs * times
+    return big
+
+
 @dataclass
 class Running:
     server: ScoringServer

@@ -21,7 +21,8 @@ import grpc
 import numpy as np
 import pytest
 
-from serverkit import free_port, model_path, probabilities, score_request, subprocess_env, write_test_model
+from serverkit import (free_port, model_path, probabilities, score_request, subprocess_env, tiled_request,
+                       write_test_model)
 from server.api import pb, pb_grpc
 
 
@@ -66,29 +67,6 @@ class ServeProcess:
         return code
 
 
-def _tiled(request: pb.ScoreRequest, times: int) -> pb.ScoreRequest:
-    """The request's pairs repeated `times` times (offsets shifted), built with numpy."""
-    def arr(name):
-        return np.array(getattr(request, name), dtype=np.int64)
-
-    n_pairs = len(request.span_start)
-    tgt_off, al_off = arr("target_offsets"), arr("align_offsets")
-    shifts = np.arange(times, dtype=np.int64)
-    big = pb.ScoreRequest(model=request.model, token_bytes=request.token_bytes,
-                          token_offsets=request.token_offsets, source=request.source)
-    big.span_start.extend(np.tile(arr("span_start"), times).tolist())
-    big.span_end.extend(np.tile(arr("span_end"), times).tolist())
-    big.target_tokens.extend(np.tile(arr("target_tokens"), times).tolist())
-    big.align_source.extend(np.tile(arr("align_source"), times).tolist())
-    big.align_target.extend(np.tile(arr("align_target"), times).tolist())
-    big.target_offsets.extend(
-        [0] + (tgt_off[1:][None, :] + (shifts * tgt_off[-1])[:, None]).ravel().tolist())
-    big.align_offsets.extend(
-        [0] + (al_off[1:][None, :] + (shifts * al_off[-1])[:, None]).ravel().tolist())
-    assert len(big.span_start) == n_pairs * times
-    return big
-
-
 def test_sigterm_drains_in_flight_requests(repo_root, corpus_keys, test_sentences):
     write_test_model(model_path(repo_root, "m", 1), corpus_keys)
     server = ServeProcess(repo_root, "--grace-seconds", "30", "--cache-size", "0")
@@ -97,7 +75,7 @@ def test_sigterm_drains_in_flight_requests(repo_root, corpus_keys, test_sentence
                                         options=[("grpc.max_receive_message_length", 64 << 20)])
         stub = pb_grpc.ReorderingScorerStub(channel)
         small = score_request(test_sentences[0], "m")
-        big = _tiled(small, 190_000 // len(small.span_start))
+        big = tiled_request(small, 190_000 // len(small.span_start))
         started = time.monotonic()
         stub.Score(big, timeout=60)  # one alone, to size the wait before SIGTERM
         alone = time.monotonic() - started

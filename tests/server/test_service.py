@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from serverkit import (expected_scores, free_port, model_path, probabilities, running_server, score_request,
-                       write_test_model)
+                       tiled_request, write_test_model)
 from server.api import SERVICE_NAME, pb
 
 
@@ -124,6 +124,9 @@ def test_malformed_requests_get_named_errors_and_the_server_stays_up(repo_root, 
         raw = srv.channel.unary_unary(f"/{SERVICE_NAME}/Score")
         code, details = _code(raw, b"\xff\xff\xff\xff")
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "ScoreRequest" in details
+        # a deadline the server cannot meet: the client gets DEADLINE_EXCEEDED, the server carries on
+        code, _ = _code(srv.stub.Score, tiled_request(good, 900 // n_pairs), timeout=0.0005)
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED
         # still serving
         assert srv.stub.Score(good).version == 1
 
