@@ -428,12 +428,16 @@ def main() -> int:
         p99_before = float(np.percentile(before, 99))
         first_v2 = min(r[0] for r in rec if r[3] == 2) if any(r[3] == 2 for r in rec) else float("nan")
         window = np.array([r[1] for r in rec if swap_at["t"] <= r[0] <= swap_at["t"] + 3.0]) * 1e3
+        # control: the same length of time just before the drop (other jobs' noise, no swap)
+        control = np.array([r[1] for r in rec if swap_at["t"] - 3.0 <= r[0] < swap_at["t"]]) * 1e3
         row.update(p99_before_swap_ms=p99_before, max_in_swap_window_ms=float(window.max()),
                    over_2x_p99=int((window > 2 * p99_before).sum()), window_requests=len(window),
-                   first_v2_after_s=first_v2 - swap_at["t"],
+                   control_over_2x_p99=int((control > 2 * p99_before).sum()), control_requests=len(control),
+                   control_max_ms=float(control.max()), first_v2_after_s=first_v2 - swap_at["t"],
                    versions=sorted(Counter(r[3] for r in rec).items()))
-        print(f"   swap: p99 before {p99_before:.2f} ms; in the 3 s after the drop: {len(window)} requests, "
-              f"max {window.max():.2f} ms, {row['over_2x_p99']} over 2x p99; first v2 answer "
+        print(f"   swap: p99 before {p99_before:.2f} ms; 3 s after the drop: {len(window)} requests, "
+              f"max {window.max():.2f} ms, {row['over_2x_p99']} over 2x p99 (3 s before it: {len(control)} "
+              f"requests, max {control.max():.2f} ms, {row['control_over_2x_p99']} over); first v2 answer "
               f"{row['first_v2_after_s']:.2f} s after the drop; answers by version {row['versions']}")
         rows.append(row)
     finally:
