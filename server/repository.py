@@ -268,7 +268,13 @@ class ModelRepository:
             changed: list[tuple[str, ModelSnapshot | None]] = []
             for model_name in names:
                 before = updated.get(model_name)
-                after = self._scan_one(model_name, on_disk[model_name], before)
+                try:
+                    after = self._scan_one(model_name, on_disk[model_name], before)
+                except OSError as exc:  # e.g. the directory vanished mid-scan: next scan decides
+                    log_event(logging.WARNING, "model_scan_failed", model=model_name, error=str(exc))
+                    if before is None:
+                        continue
+                    after = before
                 updated[model_name] = after
                 if after is not before:
                     changed.append((model_name, after))
@@ -281,7 +287,7 @@ class ModelRepository:
             for model_name, snapshot in changed:
                 for listener in self.listeners:
                     listener(model_name, snapshot)
-            return [updated[n] for n in names]
+            return [updated[n] for n in names if n in updated]
 
     def _scan_one(self, name: str, name_dir: Path, before: ModelSnapshot | None) -> ModelSnapshot:
         dirs = _version_dirs(name_dir)
