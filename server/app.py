@@ -19,6 +19,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from training.errors import InputError
+
 from server.api import SERVICE_NAME
 from server.cache import ResultCache
 from server.logs import log_event
@@ -96,16 +98,22 @@ class ScoringServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        port = server.add_insecure_port(f"{o.host}:{o.port}")
+        try:
+            port = server.add_insecure_port(f"{o.host}:{o.port}")
+        except RuntimeError:
+            port = 0
         if port == 0:
-            raise OSError(f"cannot bind {o.host}:{o.port}")
+            raise InputError(f"cannot listen on {o.host}:{o.port} (address in use or not local?) (--host/--port)")
+        if o.metrics_port is not None:
+            try:
+                self.metrics.serve_http(o.metrics_port)
+            except OSError as exc:
+                raise InputError(f"cannot serve metrics on port {o.metrics_port}: {exc} (--metrics-port)") from None
         server.start()
         self._server = server
         self.port = port
         self.health.set("", SERVING)
         self.health.set(SERVICE_NAME, SERVING)
-        if o.metrics_port is not None:
-            self.metrics.serve_http(o.metrics_port)
         self.repository.start_polling(o.poll_seconds)
         log_event(logging.INFO, "server_started", port=port, models=str(o.models),
                   loaded={s.name: list(s.loaded_versions) for s in self.repository.snapshots()},

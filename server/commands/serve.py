@@ -133,7 +133,11 @@ def _reserve_port(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     if sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 0:
         raise InputError("this system does not support SO_REUSEPORT; run one process per port instead")
-    sock.bind((bare, port))
+    try:
+        sock.bind((bare, port))
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror} (--host/--port)") from None
     return sock
 
 
@@ -225,7 +229,10 @@ def _supervise(args: argparse.Namespace) -> int:
         ready.update(c.pid for c in children)
         if args.metrics_port is not None:
             from server.metrics import serve_multiprocess_http
-            serve_multiprocess_http(args.metrics_port)
+            try:
+                serve_multiprocess_http(args.metrics_port)
+            except OSError as exc:
+                raise InputError(f"cannot serve metrics on port {args.metrics_port}: {exc} (--metrics-port)") from None
         log_event(logging.INFO, "listening", port=ports[0], ports=sorted(set(ports)), workers=args.workers,
                   worker_pids=[c.pid for c in children])
         while not stop.wait(0.5):

@@ -182,3 +182,18 @@ def test_port_per_worker_with_client_side_round_robin(repo_root, corpus_keys, te
     finally:
         code = server.stop()
     assert code == 0, server.events[-5:]
+
+
+def test_a_port_in_use_is_a_clear_error(repo_root):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for workers in ("1", "2"):
+            proc = subprocess.run([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
+                                   "--host", "127.0.0.1", "--port", str(port), "--workers", workers],
+                                  capture_output=True, text=True, env=subprocess_env(), timeout=120)
+            assert proc.returncode == 3, proc.stderr[-2000:]
+            assert f"127.0.0.1:{port}" in proc.stderr and "--port" in proc.stderr
