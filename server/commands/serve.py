@@ -166,12 +166,19 @@ def _spawn(args: argparse.Namespace, port: int) -> tuple[subprocess.Popen, int]:
     return child, read_fd
 
 
-def _wait_ready(children: list[subprocess.Popen], fds: list[int], timeout: float) -> list[int]:
+class _StopDuringStartup(Exception):
+    pass
+
+
+def _wait_ready(children: list[subprocess.Popen], fds: list[int], timeout: float,
+                stop: threading.Event) -> list[int]:
     """Wait until every worker wrote its bound port into its pipe; returns the ports."""
     deadline = time.monotonic() + timeout
     pending = dict(zip(fds, children))
     ports = {}
     while pending:
+        if stop.is_set():
+            raise _StopDuringStartup()
         left = deadline - time.monotonic()
         if left <= 0:
             raise RuntimeError(f"{len(pending)} worker(s) not ready after {timeout:.0f} s")
@@ -215,6 +222,7 @@ def _supervise(args: argparse.Namespace) -> int:
     else:
         reserved = _reserve_port(args.host, args.port)
         ports = [reserved.getsockname()[1]] * args.workers
+    log_event(logging.INFO, "starting_workers", workers=args.workers, ports=sorted(set(ports)))
     try:
         fds = []
         for i in range(args.workers):
@@ -222,10 +230,13 @@ def _supervise(args: argparse.Namespace) -> int:
             children.append(child)
             fds.append(fd)
         try:
-            ports = _wait_ready(children, fds, timeout=300)  # a restarted worker gets the same port
+            ports = _wait_ready(children, fds, timeout=300, stop=stop)  # a restarted worker keeps its port
         except RuntimeError as exc:
             log_event(logging.ERROR, "workers_failed", error=str(exc))
             return 1
+        except _StopDuringStartup:
+            log_event(logging.INFO, "stopped_during_startup")
+            return 0
         ready.update(c.pid for c in children)
         if args.metrics_port is not None:
             from server.metrics import serve_multiprocess_http
