@@ -54,19 +54,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _params(items: list[str]) -> dict[str, dict[str, object]]:
-    import ast
+    """FAMILY:NAME=VALUE items -> {family: {name: value}}, values parsed like `train --param`."""
+    from training.commands.train import _param
 
     out: dict[str, dict[str, object]] = {}
     for item in items:
         family, sep, rest = item.partition(":")
-        name, eq, value = rest.partition("=")
-        if not sep or not eq or not name:
+        if not sep:
             raise InputError(f"--param expects FAMILY:NAME=VALUE, got {item!r}")
         try:
-            parsed = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            parsed = value
-        out.setdefault(family, {})[name.replace("-", "_")] = parsed
+            name, value = _param(rest)
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"--param {item!r}: {exc}") from exc
+        out.setdefault(family, {})[name] = value
     return out
 
 
