@@ -230,8 +230,9 @@ class ExampleStore:
         return tuple(self.meta["models"])
 
     def _vocab(self, side: str) -> list[str]:
-        text = (self.path / f"vocab.{side}.txt").read_text(encoding="utf-8")
-        return text.split("\n")[:-1]  # tokens may contain any character but '\n', ' ' and '\t'
+        # newline="": a token may hold '\r' or any character but '\n', ' ' and '\t'.
+        with open(self.path / f"vocab.{side}.txt", encoding="utf-8", newline="") as fh:
+            return fh.read().split("\n")[:-1]
 
     @cached_property
     def src_vocab(self) -> list[str]:

@@ -24,7 +24,7 @@ from training.extract import (DEFAULT_MAX_PHRASE_LENGTH, DEFAULT_MODELS, Extract
 from training.mosesformat import MosesTextRenderer
 from training.store import StoreWriter
 
-DEFAULT_CHUNK_EXAMPLES = 2_000_000
+DEFAULT_CHUNK_EXAMPLES = 1_000_000
 
 
 def store_meta(corpus: Corpus, models: tuple[ExtractModel, ...], max_phrase_length: int,
