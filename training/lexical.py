@@ -223,6 +223,9 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
     if not parent.is_dir():
         raise InputError("directory does not exist", parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes it private; a table is an ordinary file
     try:
         with os.fdopen(fd, "wb") as raw:
             if path.name.endswith(".gz"):
