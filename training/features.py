@@ -111,7 +111,16 @@ def _sort_unique(a, lo, hi):
     """Sort a[lo:hi] in place and drop repeats; return the new end."""
     if hi - lo < 2:
         return hi
-    a[lo:hi].sort()
+    if hi - lo <= 24:  # insertion sort: most rows are this short, and it needs no view object
+        for i in range(lo + 1, hi):
+            x = a[i]
+            j = i
+            while j > lo and a[j - 1] > x:
+                a[j] = a[j - 1]
+                j -= 1
+            a[j] = x
+    else:
+        a[lo:hi].sort()
     w = lo + 1
     for r in range(lo + 1, hi):
         if a[r] != a[w - 1]:

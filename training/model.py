@@ -64,6 +64,8 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
     if weights.shape != (keys.shape[0], n_out) or bias.shape != (n_out,):
         raise ValueError(f"weights {weights.shape} / bias {bias.shape} do not match {keys.shape[0]} keys "
                          f"x {n_out} outputs of {mtype}")
+    if not (np.isfinite(weights).all() and np.isfinite(bias).all()):
+        raise ValueError("weights or bias contain NaN or infinity")
     weights = weights.astype(np.float16 if float16 else np.float32)
     if float16 and not np.all(np.isfinite(weights)):
         raise ValueError("weights overflow float16; write them as float32")
@@ -91,7 +93,12 @@ _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.
 
 
 @nb.njit(nogil=True, cache=True)
-def _score_f32(indptr, query, keys, slots, weights, bias, out, n_found):
+def _score(indptr, query, keys, slots, weights, lut, bias, out, n_found):
+    """out[p] = bias + sum of the weight rows of pair p's known keys.
+
+    float32 weights come with lut=None; float16 weights come as their uint16 bit patterns
+    with lut = the float32 value of every pattern (numba prunes the branch not taken).
+    """
     mask = np.uint64(slots.shape[0] - 1)
     n_out = bias.shape[0]
     for p in range(indptr.shape[0] - 1):
@@ -103,24 +110,10 @@ def _score_f32(indptr, query, keys, slots, weights, bias, out, n_found):
             if r >= 0:
                 found += 1
                 for j in range(n_out):
-                    out[p, j] += weights[r, j]
-        n_found[p] = found
-
-
-@nb.njit(nogil=True, cache=True)
-def _score_f16(indptr, query, keys, slots, weights_u16, lut, bias, out, n_found):
-    mask = np.uint64(slots.shape[0] - 1)
-    n_out = bias.shape[0]
-    for p in range(indptr.shape[0] - 1):
-        for j in range(n_out):
-            out[p, j] = bias[j]
-        found = 0
-        for i in range(indptr[p], indptr[p + 1]):
-            r = find_row(keys, slots, mask, query[i])
-            if r >= 0:
-                found += 1
-                for j in range(n_out):
-                    out[p, j] += lut[weights_u16[r, j]]
+                    if lut is None:
+                        out[p, j] += weights[r, j]
+                    else:
+                        out[p, j] += lut[weights[r, j]]
         n_found[p] = found
 
 
@@ -170,10 +163,10 @@ class LoadedModel:
         n_found = np.empty(n, dtype=np.int32)
         w = self.weights
         if w.dtype == np.float16:
-            _score_f16(indptr, keys, self.keys, self._index.slots, w.view(np.uint16), _HALF_TO_FLOAT,
-                       self.bias, out, n_found)
+            _score(indptr, keys, self.keys, self._index.slots, w.view(np.uint16), _HALF_TO_FLOAT, self.bias,
+                   out, n_found)
         else:
-            _score_f32(indptr, keys, self.keys, self._index.slots, w, self.bias, out, n_found)
+            _score(indptr, keys, self.keys, self._index.slots, w, None, self.bias, out, n_found)
         return out, n_found
 
     def predict_proba_keys(self, indptr: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -201,8 +194,12 @@ def _check(ok: bool, path: str, message: str) -> None:
         raise ModelFileError(message, path)
 
 
-def load_model(path: str | os.PathLike) -> LoadedModel:
-    """Map, verify and index a model file; ModelFileError for anything we cannot serve exactly."""
+def load_model(path: str | os.PathLike, warm_up: bool = True) -> LoadedModel:
+    """Map, verify and index a model file; ModelFileError for anything we cannot serve exactly.
+
+    `warm_up` scores one tiny request through the serving path, so numba's compilation
+    (or cache load) happens here, before a server swaps the model in, not on a live request.
+    """
     wf = read_weight_file(path)
     meta, arrays, p = wf.metadata, wf.arrays, wf.path
     missing = [k for k in REQUIRED_METADATA if k not in meta]
@@ -231,7 +228,12 @@ def load_model(path: str | os.PathLike) -> LoadedModel:
     _check(bias.dtype == np.float32 and bias.shape == (n_out,), p, f"bias must be float32 [{n_out}]")
     _check(keys.shape[0] < 2 or bool(np.all(keys[1:] > keys[:-1])), p, "keys are not strictly increasing")
     _check(meta["n_features"] == keys.shape[0], p, "metadata n_features disagrees with the keys array")
-    return LoadedModel(
+    _check(bool(np.isfinite(weights).all() and np.isfinite(bias).all()), p, "weights or bias are NaN or infinite")
+    model = LoadedModel(
         path=p, metadata=meta, arrays=arrays, spec=spec, moses_type=str(mtype), classes=mtype.classes,
         directions=mtype.directions, outputs=mtype.outputs, family=meta["family"], link_name=meta["link"],
         format_version=wf.format_version, file_size=wf.file_size, sha256=wf.sha256, _index=KeyIndex(keys))
+    if warm_up:
+        from training.request import batch_from_strings
+        model.predict_proba(batch_from_strings(["a", "b"], [(0, 1, ["x"], [(0, 0)])]))
+    return model

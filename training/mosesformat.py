@@ -18,6 +18,8 @@ model list with two models of one kind. It must not decide labels or read files.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numba as nb
 import numpy as np
 
@@ -32,6 +34,27 @@ def check_moses_expressible(models: tuple[ExtractModel, ...]) -> None:
         if kinds.count(kind) > 1:
             raise InputError(f"--moses-format: Moses's extract runs one {kind} model at a time, "
                              f"got {', '.join(m.name for m in models if m.kind == kind)}")
+
+
+def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique rows, inverse) like np.unique(axis=0), but through 1-D uint64 row keys.
+
+    np.unique(axis=0) sorts structured rows and is ten times slower. Keys are a
+    multiplicative mix of the rows' 64-bit words; the result is verified, and a
+    collision (never seen) falls back to np.unique(axis=0).
+    """
+    matrix = np.ascontiguousarray(matrix)
+    words = matrix.astype(np.float64 if matrix.dtype.kind == "f" else np.int64).view(np.uint64)
+    key = np.zeros(matrix.shape[0], dtype=np.uint64)
+    for j in range(words.shape[1]):
+        key = (key ^ words[:, j]) * np.uint64(0x100000001B3) + np.uint64(j + 1)
+        key ^= key >> np.uint64(29)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    unique = matrix[first]
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(unique[inverse], matrix):
+        unique, inverse = np.unique(matrix, axis=0, return_inverse=True)
+    return unique, inverse.reshape(-1)
 
 
 def orientation_tail(models: tuple[ExtractModel, ...], label_row) -> str:
@@ -71,17 +94,21 @@ def _put_int(out, pos, value):
 
 @nb.njit(nogil=True, cache=True)
 def _render(rows, src_ids, src_offsets, tgt_ids, tgt_offsets, src_blob, src_tok, tgt_blob, tgt_tok,
-            tails, tail_offsets, tail_index, align, align_offsets, align_order, with_alignment):
-    """Lines `src ||| tgt |||` + (alignment points | ' ' + tail) + newline, as one byte array."""
+            tails, tail_offsets, tail_index, align, align_offsets, align_order, with_alignment, with_target):
+    """Lines `src ||| tgt |||` + (alignment points | ' ' + tail) + newline, as one byte array.
+
+    Without the target (`f` reordering tables) a line is `src |||` + ' ' + tail.
+    """
     sep = np.array([124, 124, 124], dtype=np.uint8)  # |||
     total = 0
     for i in range(rows.shape[0]):
         s = rows[i, 0]
         for t in range(src_offsets[s] + rows[i, 1], src_offsets[s] + rows[i, 2]):
             total += src_tok[src_ids[t] + 1] - src_tok[src_ids[t]] + 1
-        total += 4
-        for t in range(tgt_offsets[s] + rows[i, 3], tgt_offsets[s] + rows[i, 4]):
-            total += tgt_tok[tgt_ids[t] + 1] - tgt_tok[tgt_ids[t]] + 1
+        if with_target:
+            total += 4
+            for t in range(tgt_offsets[s] + rows[i, 3], tgt_offsets[s] + rows[i, 4]):
+                total += tgt_tok[tgt_ids[t] + 1] - tgt_tok[tgt_ids[t]] + 1
         total += 3 + 1
         if with_alignment:
             for q in range(align_offsets[s], align_offsets[s + 1]):
@@ -100,13 +127,14 @@ def _render(rows, src_ids, src_offsets, tgt_ids, tgt_offsets, src_blob, src_tok,
             pos = _put(out, pos, src_blob, src_tok[src_ids[t]], src_tok[src_ids[t] + 1])
             out[pos] = 32
             pos += 1
-        pos = _put(out, pos, sep, 0, 3)
-        out[pos] = 32
-        pos += 1
-        for t in range(tgt_offsets[s] + rows[i, 3], tgt_offsets[s] + rows[i, 4]):
-            pos = _put(out, pos, tgt_blob, tgt_tok[tgt_ids[t]], tgt_tok[tgt_ids[t] + 1])
+        if with_target:
+            pos = _put(out, pos, sep, 0, 3)
             out[pos] = 32
             pos += 1
+            for t in range(tgt_offsets[s] + rows[i, 3], tgt_offsets[s] + rows[i, 4]):
+                pos = _put(out, pos, tgt_blob, tgt_tok[tgt_ids[t]], tgt_tok[tgt_ids[t] + 1])
+                out[pos] = 32
+                pos += 1
         pos = _put(out, pos, sep, 0, 3)
         if with_alignment:
             for q in range(align_offsets[s], align_offsets[s + 1]):
@@ -126,25 +154,36 @@ def _render(rows, src_ids, src_offsets, tgt_ids, tgt_offsets, src_blob, src_tok,
     return out
 
 
-class MosesTextRenderer:
-    """Renders extract / extract.o bytes for blocks of extracted rows of one corpus."""
+_NO_ORDER = np.zeros(0, dtype=np.int64)
 
-    def __init__(self, corpus, models: tuple[ExtractModel, ...]):
+
+class MosesTextRenderer:
+    """Renders Moses text lines for rows (sentence, src span, tgt span) of one corpus.
+
+    `corpus` is a training.corpus.Corpus (at extraction) or a store's corpus view.
+    """
+
+    def __init__(self, corpus, models: tuple[ExtractModel, ...] = ()):
         check_moses_expressible(models)
         self.corpus = corpus
         self.models = models
         self._src = encode_tokens(corpus.src_vocab)
         self._tgt = encode_tokens(corpus.tgt_vocab)
-        # Target-major point order, the alignment file's order among points of one target word.
-        sentence = np.repeat(np.arange(corpus.n_sentences), np.diff(corpus.align_offsets))
-        self._align_order = np.lexsort((corpus.align[:, 1], sentence)).astype(np.int64)
 
-    def _render(self, rows, tails, tail_offsets, tail_index, with_alignment) -> bytes:
+    @cached_property
+    def _align_order(self) -> np.ndarray:
+        """Target-major point order, the alignment file's order among points of one target word."""
+        c = self.corpus
+        sentence = np.repeat(np.arange(c.n_sentences), np.diff(c.align_offsets))
+        return np.lexsort((c.align[:, 1], sentence)).astype(np.int64)
+
+    def _render(self, rows, tails, tail_offsets, tail_index, with_alignment, with_target=True) -> bytes:
         c = self.corpus
         return _render(rows, c.src_ids, c.src_offsets, c.tgt_ids, c.tgt_offsets,
                        self._src[0], self._src[1], self._tgt[0], self._tgt[1],
                        tails, tail_offsets, tail_index, c.align, c.align_offsets,
-                       self._align_order, with_alignment).tobytes()
+                       self._align_order if with_alignment else _NO_ORDER, with_alignment,
+                       with_target).tobytes()
 
     def extract_lines(self, rows: np.ndarray) -> bytes:
         """Moses's `extract` file lines (phrase pairs with their alignment)."""
@@ -155,6 +194,13 @@ class MosesTextRenderer:
         """Moses's `extract.o` file lines."""
         if len(rows) == 0:
             return b""
-        combos, tail_index = np.unique(labels, axis=0, return_inverse=True)
-        tails, tail_offsets = encode_tokens([orientation_tail(self.models, row) for row in combos.tolist()])
-        return self._render(rows, tails, tail_offsets, tail_index.reshape(-1).astype(np.int64), False)
+        combos, tail_index = unique_rows(labels)
+        return self.tailed_lines(rows, [orientation_tail(self.models, row) for row in combos.tolist()],
+                                 tail_index)
+
+    def tailed_lines(self, rows: np.ndarray, tails: list[str], tail_index: np.ndarray,
+                     with_target: bool = True) -> bytes:
+        """Lines `src ||| tgt ||| TAIL` (or `src ||| TAIL`), TAIL = tails[tail_index[row]]."""
+        blob, offsets = encode_tokens(tails)
+        return self._render(rows, blob, offsets, np.asarray(tail_index).reshape(-1).astype(np.int64),
+                            False, with_target)

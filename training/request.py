@@ -1,7 +1,7 @@
 """One scoring request (the proto's ScoreRequest arrays) -> a validated PairBatch.
 
 The server calls `batch_from_request_arrays` with the packed fields of
-proto/reordering/v1/reordering.proto; every check is vectorized (no per-pair Python)
+proto/reordering/v1/reordering.proto; every check runs in one numba pass (no per-pair Python)
 and a bad request raises InputError naming the proto field, which the server turns
 into INVALID_ARGUMENT. This module must not score or extract features; it only builds
 the PairBatch that training/features.py reads, exactly as a store chunk would.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numba as nb
 import numpy as np
 
 from training.batch import PairBatch
@@ -21,47 +22,193 @@ from training.errors import InputError
 from training.hashing import hash_token_blob
 
 # Alignment points are stored as int16 phrase-relative indices.
-MAX_PHRASE_LENGTH = np.iinfo(np.int16).max
+MAX_PHRASE_LENGTH = int(np.iinfo(np.int16).max)
+
+# Fields in the order of the proto (and of the kernel's arguments).
+FIELDS = ("token_bytes", "token_offsets", "source", "span_start", "span_end", "target_offsets",
+          "target_tokens", "align_offsets", "align_source", "align_target")
+_F = {name: i for i, name in enumerate(FIELDS)}
+# Error codes of _check_and_build; (field, entry, value, limit) fill the message.
+_OK, _EMPTY, _START, _MONOTONE, _LAST, _COUNT, _RANGE, _PARALLEL, _TOO_LONG, _NEGATIVE = range(10)
+_RANGE_WHAT = {
+    "source": "the number of tokens in the token table",
+    "span_start": "its span_end: spans are non-empty, end exclusive",
+    "span_end": "the source length + 1",
+    "target_tokens": "the number of tokens in the token table",
+    "align_source": "its pair's source phrase length",
+    "align_target": "its pair's target phrase length",
+}
+
+
+def _message(code: int, field: str, entry: int, value: int, limit: int) -> str:
+    if code == _EMPTY:
+        return "needs at least one entry (0)"
+    if code == _START:
+        return f"must start at 0, starts at {value}"
+    if code == _MONOTONE:
+        return f"not monotone at entry {entry} ({limit} then {value})"
+    if code == _LAST:
+        return f"last entry is {value}, expected {limit} (the length of the array it indexes)"
+    if code == _COUNT:
+        return f"expected {limit} entries (phrase pairs + 1), got {value}"
+    if code == _PARALLEL:
+        other = {"span_end": "span_start", "align_target": "align_source"}[field]
+        return f"{value} entries, {other} has {limit}"
+    if code == _NEGATIVE:
+        return f"entry {entry} is {value}: out of range (indices are unsigned 32-bit)"
+    if code == _TOO_LONG:
+        return f"phrase of pair {entry} has {value} words; at most {limit}"
+    return f"entry {entry} is {value}, must be below {limit} ({_RANGE_WHAT[field]})"
+
+
+@nb.njit(nogil=True, cache=True)
+def _offsets_ok(field, off, total):
+    if off.shape[0] == 0:
+        return _EMPTY, field, 0, 0, 0
+    if off[0] != 0:
+        return _START, field, 0, off[0], 0
+    for i in range(1, off.shape[0]):
+        if off[i] < off[i - 1]:
+            return _MONOTONE, field, i, off[i], off[i - 1]
+    if off[off.shape[0] - 1] != total:
+        return _LAST, field, off.shape[0] - 1, off[off.shape[0] - 1], total
+    return _OK, 0, 0, 0, 0
+
+
+@nb.njit(nogil=True, cache=True)
+def _below(field, arr, limit):
+    for i in range(arr.shape[0]):
+        if arr[i] >= limit:
+            return _RANGE, field, i, arr[i], limit
+    return _OK, 0, 0, 0, 0
+
+
+@nb.njit(nogil=True, cache=True)
+def _negative(field, arr):
+    for i in range(arr.shape[0]):
+        if arr[i] < 0:
+            return _NEGATIVE, field, i, arr[i], 0
+    return _OK, 0, 0, 0, 0
+
+
+@nb.njit(nogil=True, cache=True)
+def _check(n_bytes, tok_off, source, starts, ends, tgt_off, tgt_tok, al_off, al_src, al_tgt):
+    """First problem found as (code, field, entry, value, limit), or code _OK."""
+    for field, arr in enumerate((tok_off, source, starts, ends, tgt_off, tgt_tok, al_off, al_src, al_tgt)):
+        r = _negative(field + 1, arr)
+        if r[0] != _OK:
+            return r
+    r = _offsets_ok(1, tok_off, n_bytes)
+    if r[0] != _OK:
+        return r
+    n_tokens = tok_off.shape[0] - 1
+    r = _below(2, source, n_tokens)
+    if r[0] != _OK:
+        return r
+    n_pairs = starts.shape[0]
+    if ends.shape[0] != n_pairs:
+        return _PARALLEL, 4, 0, ends.shape[0], n_pairs
+    for p in range(n_pairs):
+        if starts[p] >= ends[p]:
+            return _RANGE, 3, p, starts[p], ends[p]
+        if ends[p] > source.shape[0]:
+            return _RANGE, 4, p, ends[p], source.shape[0] + 1
+        if ends[p] - starts[p] > MAX_PHRASE_LENGTH:
+            return _TOO_LONG, 4, p, ends[p] - starts[p], MAX_PHRASE_LENGTH
+    if tgt_off.shape[0] != n_pairs + 1:
+        return _COUNT, 5, 0, tgt_off.shape[0], n_pairs + 1
+    r = _offsets_ok(5, tgt_off, tgt_tok.shape[0])
+    if r[0] != _OK:
+        return r
+    for p in range(n_pairs):
+        if tgt_off[p + 1] - tgt_off[p] > MAX_PHRASE_LENGTH:
+            return _TOO_LONG, 5, p, tgt_off[p + 1] - tgt_off[p], MAX_PHRASE_LENGTH
+    r = _below(6, tgt_tok, n_tokens)
+    if r[0] != _OK:
+        return r
+    if al_tgt.shape[0] != al_src.shape[0]:
+        return _PARALLEL, 9, 0, al_tgt.shape[0], al_src.shape[0]
+    if al_off.shape[0] != n_pairs + 1:
+        return _COUNT, 7, 0, al_off.shape[0], n_pairs + 1
+    r = _offsets_ok(7, al_off, al_src.shape[0])
+    if r[0] != _OK:
+        return r
+    for p in range(n_pairs):
+        src_len = ends[p] - starts[p]
+        tgt_len = tgt_off[p + 1] - tgt_off[p]
+        for a in range(al_off[p], al_off[p + 1]):
+            if al_src[a] >= src_len:
+                return _RANGE, 8, a, al_src[a], src_len
+            if al_tgt[a] >= tgt_len:
+                return _RANGE, 9, a, al_tgt[a], tgt_len
+    return _OK, 0, 0, 0, 0
 
 
 def _indices(name: str, values) -> np.ndarray:
-    """Any integer sequence (protobuf repeated field, list, ndarray) -> int64, all >= 0."""
+    """Any integer sequence (protobuf repeated field, list, ndarray) -> int64 (range checked in _check)."""
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise InputError(f"field {name}: expected a flat list of integers")
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.int64)
     if arr.dtype.kind not in "iu":
-        raise InputError(f"field {name}: expected integers, got {arr.dtype}")
-    if arr.dtype == np.uint64 and int(arr.max()) > np.iinfo(np.int64).max:
-        raise InputError(f"field {name}: value {int(arr.max())} out of range")
-    arr = arr.astype(np.int64, copy=False)
-    if int(arr.min()) < 0:
-        raise InputError(f"field {name}: negative value {int(arr.min())}")
-    return arr
+        if arr.size:
+            raise InputError(f"field {name}: expected integers, got {arr.dtype}")
+        return np.zeros(0, dtype=np.int64)
+    return arr.astype(np.int64, copy=False)  # uint64 above 2**63 turns negative: refused as out of range
 
 
-def _offsets(name: str, values, n_items: int, total: int, what: str) -> np.ndarray:
-    arr = _indices(name, values)
-    if arr.shape[0] != n_items + 1:
-        raise InputError(f"field {name}: expected {n_items + 1} entries ({what} + 1), got {arr.shape[0]}")
-    if arr[0] != 0:
-        raise InputError(f"field {name}: must start at 0, starts at {int(arr[0])}")
-    bad = np.flatnonzero(arr[1:] < arr[:-1])
-    if bad.size:
-        i = int(bad[0])
-        raise InputError(f"field {name}: not monotone at entry {i + 1} ({int(arr[i])} then {int(arr[i + 1])})")
-    if arr[-1] != total:
-        raise InputError(f"field {name}: last entry is {int(arr[-1])}, expected {total}")
-    return arr
+@nb.njit(nogil=True, cache=True)
+def _check_and_build(blob, flat, bounds):
+    """All fields arrive as one int64 array (flat[bounds[i]:bounds[i+1]] is field i+1), so the
+    whole request costs one dispatch. Returns the error tuple and, when it is _OK, the arrays."""
+    tok_off = flat[bounds[0]:bounds[1]]
+    source = flat[bounds[1]:bounds[2]]
+    starts = flat[bounds[2]:bounds[3]]
+    ends = flat[bounds[3]:bounds[4]]
+    tgt_off = flat[bounds[4]:bounds[5]]
+    tgt_tok = flat[bounds[5]:bounds[6]]
+    al_off = flat[bounds[6]:bounds[7]]
+    al_src = flat[bounds[7]:bounds[8]]
+    al_tgt = flat[bounds[8]:bounds[9]]
+    err = _check(blob.shape[0], tok_off, source, starts, ends, tgt_off, tgt_tok, al_off, al_src, al_tgt)
+    n_pairs = starts.shape[0] if err[0] == _OK else 0
+    n_src = source.shape[0] if err[0] == _OK else 0
+    n_tgt = tgt_tok.shape[0] if err[0] == _OK else 0
+    n_al = al_src.shape[0] if err[0] == _OK else 0
+    src_tokens = np.empty(n_src, dtype=np.uint64)
+    tgt_tokens = np.empty(n_tgt, dtype=np.uint64)
+    src_start = np.empty(n_pairs, dtype=np.int32)
+    src_end = np.empty(n_pairs, dtype=np.int32)
+    a_src = np.empty(n_al, dtype=np.int16)
+    a_tgt = np.empty(n_al, dtype=np.int16)
+    if err[0] == _OK:
+        hashes = hash_token_blob(blob, tok_off)
+        for i in range(n_src):
+            src_tokens[i] = hashes[source[i]]
+        for i in range(n_tgt):
+            tgt_tokens[i] = hashes[tgt_tok[i]]
+        for p in range(n_pairs):
+            src_start[p] = starts[p]
+            src_end[p] = ends[p]
+        for a in range(n_al):
+            a_src[a] = al_src[a]
+            a_tgt[a] = al_tgt[a]
+    return err, src_tokens, tgt_tokens, src_start, src_end, a_src, a_tgt, tgt_off.copy(), al_off.copy()
 
 
-def _below(name: str, arr: np.ndarray, limit, what: str) -> None:
-    bad = np.flatnonzero(arr >= limit)
-    if bad.size:
-        i = int(bad[0])
-        bound = limit if np.isscalar(limit) else int(limit[i])
-        raise InputError(f"field {name}: entry {i} is {int(arr[i])}, must be below {bound} ({what})")
+def _flatten(fields: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The nine index fields as one int64 array + bounds; InputError naming a field that is not integers."""
+    try:
+        sizes = [len(f) for f in fields]
+        flat = np.concatenate(fields, dtype=np.int64, casting="same_kind")  # one conversion for all
+        if flat.ndim != 1 or flat.shape[0] != sum(sizes):
+            raise ValueError
+    except (TypeError, ValueError):
+        fields = tuple(_indices(name, f) for name, f in zip(FIELDS[1:], fields))  # slow path: find the culprit
+        sizes = [f.shape[0] for f in fields]
+        flat = np.concatenate(fields) if fields else np.zeros(0, np.int64)
+    bounds = np.zeros(len(fields) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    return flat, bounds
 
 
 def batch_from_request_arrays(token_bytes, token_offsets, source, span_start, span_end, target_offsets,
@@ -70,51 +217,20 @@ def batch_from_request_arrays(token_bytes, token_offsets, source, span_start, sp
     if not isinstance(token_bytes, (bytes, bytearray, memoryview)):
         raise InputError(f"field token_bytes: expected bytes, got {type(token_bytes).__name__}")
     blob = np.frombuffer(token_bytes, dtype=np.uint8)
-    offsets = _indices("token_offsets", token_offsets)
-    if offsets.shape[0] == 0:
-        raise InputError("field token_offsets: needs at least one entry (0)")
-    n_tokens = offsets.shape[0] - 1
-    offsets = _offsets("token_offsets", offsets, n_tokens, blob.shape[0], "tokens")
-
-    src = _indices("source", source)
-    _below("source", src, n_tokens, "the number of tokens in the token table")
-    starts = _indices("span_start", span_start)
-    ends = _indices("span_end", span_end)
-    n_pairs = starts.shape[0]
-    if ends.shape[0] != n_pairs:
-        raise InputError(f"field span_end: {ends.shape[0]} entries, span_start has {n_pairs}")
-    _below("span_start", starts, ends, "its span_end: spans are non-empty, end exclusive")
-    _below("span_end", ends, src.shape[0] + 1, "the source length + 1")
-
-    tgt_tok = _indices("target_tokens", target_tokens)
-    tgt_off = _offsets("target_offsets", target_offsets, n_pairs, tgt_tok.shape[0], "phrase pairs")
-    _below("target_tokens", tgt_tok, n_tokens, "the number of tokens in the token table")
-
-    a_src = _indices("align_source", align_source)
-    a_tgt = _indices("align_target", align_target)
-    if a_tgt.shape[0] != a_src.shape[0]:
-        raise InputError(f"field align_target: {a_tgt.shape[0]} entries, align_source has {a_src.shape[0]}")
-    a_off = _offsets("align_offsets", align_offsets, n_pairs, a_src.shape[0], "phrase pairs")
-    src_len = ends - starts
-    tgt_len = np.diff(tgt_off)
-    _below("span_end", src_len, MAX_PHRASE_LENGTH + 1, f"source phrases are at most {MAX_PHRASE_LENGTH} words")
-    _below("target_offsets", tgt_len, MAX_PHRASE_LENGTH + 1, f"target phrases are at most {MAX_PHRASE_LENGTH} words")
-    points = np.diff(a_off)
-    _below("align_source", a_src, np.repeat(src_len, points), "its pair's source phrase length")
-    _below("align_target", a_tgt, np.repeat(tgt_len, points), "its pair's target phrase length")
-
-    hashes = hash_token_blob(blob, offsets)
+    flat, bounds = _flatten((token_offsets, source, span_start, span_end, target_offsets, target_tokens,
+                             align_offsets, align_source, align_target))
+    (code, field, entry, value, limit), src_tokens, tgt_tokens, src_start, src_end, a_src, a_tgt, tgt_off, a_off = \
+        _check_and_build(blob, flat, bounds)
+    if code != _OK:
+        name = FIELDS[field]
+        raise InputError(f"field {name}: {_message(code, name, int(entry), int(value), int(limit))}")
     return PairBatch(
-        src_tokens=hashes[src],
-        src_offsets=np.array([0, src.shape[0]], dtype=np.int64),
-        pair_sentence=np.zeros(n_pairs, dtype=np.int32),
-        src_start=starts.astype(np.int32),
-        src_end=ends.astype(np.int32),
-        tgt_tokens=hashes[tgt_tok],
-        tgt_offsets=tgt_off,
-        align_src=a_src.astype(np.int16),
-        align_tgt=a_tgt.astype(np.int16),
-        align_offsets=a_off,
+        src_tokens=src_tokens,
+        src_offsets=np.array([0, src_tokens.shape[0]], dtype=np.int64),
+        pair_sentence=np.zeros(src_start.shape[0], dtype=np.int32),
+        src_start=src_start, src_end=src_end,
+        tgt_tokens=tgt_tokens, tgt_offsets=tgt_off,
+        align_src=a_src, align_tgt=a_tgt, align_offsets=a_off,
     )
 
 

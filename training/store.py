@@ -29,6 +29,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from training.atomic import fsync_directory
 from training.batch import PairBatch
 from training.errors import InputError
 from training.hashing import hash_tokens
@@ -37,14 +38,6 @@ FORMAT = "moses-reorder-store"
 VERSION = 1
 SENTENCE_ARRAYS = ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets", "align", "align_offsets")
 CHUNK_ARRAYS = ("sentence", "src_start", "src_end", "tgt_start", "tgt_end", "labels")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _save(path: Path, array: np.ndarray) -> None:
@@ -76,6 +69,9 @@ class StoreWriter:
         if not parent.is_dir():
             raise InputError("parent directory does not exist", parent)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp makes it private; a store is an ordinary directory
         self.chunks: list[dict] = []
         self.n_examples = 0
 
@@ -117,9 +113,9 @@ class StoreWriter:
                 "chunks": self.chunks}
         _write_text(self.tmp / "store.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
         for directory in [self.tmp, *[p for p in self.tmp.iterdir() if p.is_dir()]]:
-            _fsync_dir(directory)
+            fsync_directory(directory)
         os.rename(self.tmp, self.out)
-        _fsync_dir(self.out.parent if str(self.out.parent) else Path("."))
+        fsync_directory(self.out.parent if str(self.out.parent) else Path("."))
         return self.out
 
 
@@ -227,8 +223,9 @@ class ExampleStore:
         return tuple(self.meta["models"])
 
     def _vocab(self, side: str) -> list[str]:
-        text = (self.path / f"vocab.{side}.txt").read_text(encoding="utf-8")
-        return text.split("\n")[:-1]  # tokens may contain any character but '\n', ' ' and '\t'
+        # newline="": a token may hold '\r' or any character but '\n', ' ' and '\t'.
+        with open(self.path / f"vocab.{side}.txt", encoding="utf-8", newline="") as fh:
+            return fh.read().split("\n")[:-1]
 
     @cached_property
     def src_vocab(self) -> list[str]:
@@ -264,6 +261,23 @@ class ExampleStore:
 
     def _chunk_array(self, chunk: dict, name: str) -> np.ndarray:
         return self._load(chunk["name"], f"{name}.npy")
+
+    def corpus_view(self):
+        """The store's sentences as a training.corpus.Corpus (memory-mapped arrays)."""
+        from training.corpus import Corpus
+
+        s = self.sentences
+        return Corpus(self.src_vocab, self.tgt_vocab, s["src_ids"], s["src_offsets"], s["tgt_ids"],
+                      s["tgt_offsets"], s["align"], s["align_offsets"], self.meta.get("corpus", {}))
+
+    def example_rows(self) -> np.ndarray:
+        """(sentence, src_start, src_end, tgt_start, tgt_end) of every example, int32 [n, 5]."""
+        out = np.empty((self.n_examples, 5), dtype=np.int32)
+        for chunk in self.meta["chunks"]:
+            first = chunk["first_example"]
+            for j, name in enumerate(CHUNK_ARRAYS[:5]):
+                out[first:first + chunk["examples"], j] = self._chunk_array(chunk, name)
+        return out
 
     def load_labels(self, column: str) -> np.ndarray:
         """One label column (extraction coding) for all examples, int8 [n_examples]."""

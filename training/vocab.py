@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from training import __version__
+from training.atomic import fsync_directory
 from training.batch import PairBatch
 from training.errors import InputError
 from training.features import extract_keys
@@ -166,7 +167,8 @@ def cache_name(spec: FeatureSpec, threshold: int, sentence_mask: np.ndarray | No
 def _store_identity(store) -> dict[str, Any]:
     corpus = store.meta.get("corpus", {})
     return {"corpus_sha256": corpus.get("sha256") if isinstance(corpus, dict) else corpus,
-            "n_examples": store.n_examples, "n_sentences": store.n_sentences}
+            "n_examples": store.n_examples, "n_sentences": store.n_sentences,
+            "created_at": store.meta.get("created_at")}
 
 
 def _load_cache(path: Path, store, spec: FeatureSpec, threshold: int) -> FeatureMatrix | None:
@@ -259,9 +261,5 @@ def _write_cache(root: Path, target: Path, vocab: FeatureVocab, X: sp.csr_matrix
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(root)
     return target

@@ -27,13 +27,13 @@ import json
 import mmap
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from training.atomic import atomic_writer
 from training.errors import ModelFileError
 
 MAGIC = b"moses-reorder weight file\n".ljust(32, b"\0")
@@ -92,46 +92,30 @@ def write_weight_file(path: str | os.PathLike, metadata: dict[str, Any], arrays:
     data_offset += _pad(data_offset)
     file_len = data_offset + data_len + _DIGEST
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            digest = hashlib.sha256()
+    with atomic_writer(path) as out:
+        digest = hashlib.sha256()
 
-            def emit(chunk: bytes | memoryview, hashed: bool = True) -> None:
-                out.write(chunk)
-                if hashed:
-                    digest.update(chunk)
+        def emit(chunk: bytes | memoryview, hashed: bool = True) -> None:
+            out.write(chunk)
+            if hashed:
+                digest.update(chunk)
 
-            rest = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, *_SANITY, len(header), data_offset, data_len,
-                                  file_len)[len(MAGIC):]
-            digest.update(MAGIC)
-            emit(INCOMPLETE_MAGIC, hashed=False)
-            emit(rest)
-            emit(header)
-            emit(b"\0" * (data_offset - _PREAMBLE.size - len(header)))
-            for arr in payload:
-                emit(memoryview(arr).cast("B") if arr.nbytes else b"")
-                emit(b"\0" * _pad(arr.nbytes))
-            hexdigest = digest.hexdigest()
-            out.write(digest.digest())
-            out.flush()
-            os.fsync(out.fileno())
-            out.seek(0)
-            out.write(MAGIC)  # only now is the file complete
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        rest = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, *_SANITY, len(header), data_offset, data_len,
+                              file_len)[len(MAGIC):]
+        digest.update(MAGIC)
+        emit(INCOMPLETE_MAGIC, hashed=False)
+        emit(rest)
+        emit(header)
+        emit(b"\0" * (data_offset - _PREAMBLE.size - len(header)))
+        for arr in payload:
+            emit(memoryview(arr).cast("B") if arr.nbytes else b"")
+            emit(b"\0" * _pad(arr.nbytes))
+        hexdigest = digest.hexdigest()
+        out.write(digest.digest())
+        out.flush()
+        os.fsync(out.fileno())
+        out.seek(0)
+        out.write(MAGIC)  # only now is the file complete
     return hexdigest
 
 

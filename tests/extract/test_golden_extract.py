@@ -45,3 +45,16 @@ def test_extract_phrase_pairs_match_moses(model, corpus_2k, tmp_path):
     store = tmp_path / "store"
     build_store(corpus_2k, parse_models([model]), store, moses_format=True, progress=False)
     assert sorted_lines((store / "extract").read_bytes()) == golden_lines(GOLDEN / "extract.sorted.gz")
+
+
+def test_wbe_with_hier_writes_only_the_wbe_pair(corpus_2k, tmp_path):
+    """Quirk 11: with wbe and hier together Moses's extract.o holds only the wbe labels;
+    the store still has both."""
+    store = tmp_path / "store"
+    build_store(corpus_2k, parse_models(["hier-msd", "wbe-msd"]), store, moses_format=True, progress=False)
+    ours = sorted_lines((store / "extract.o").read_bytes())
+    assert ours == golden_lines(GOLDEN / "extract.o.wbe-msd.sorted.gz")
+    from training.store import ExampleStore
+
+    assert list(ExampleStore.open(store).label_columns) == [
+        "hier-msd/prev", "hier-msd/next", "wbe-msd/prev", "wbe-msd/next"]

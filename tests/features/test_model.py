@@ -91,6 +91,9 @@ def test_write_model_refuses_inconsistent_arrays(tmp_path, model_parts):
     with pytest.raises(ValueError, match="strictly increasing"):
         write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab[::-1], weights=weights,
                     bias=bias, **common)
+    with pytest.raises(ValueError, match="NaN"):
+        write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab,
+                    weights=np.full_like(weights, np.inf), bias=bias, **common)
     with pytest.raises(ValueError, match="unknown link"):
         write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab, weights=weights,
                     bias=bias, link="no-such-link", **common)
@@ -131,6 +134,8 @@ def test_load_refuses_schema_mismatch(tmp_path):
     assert "weights" in rewrite(tmp_path, change_arrays=lambda a: a.update(weights=a["weights"][:, :3]))
     assert "increasing" in rewrite(tmp_path, change_arrays=lambda a: a.update(keys=a["keys"][::-1].copy()))
     assert "lacks" in rewrite(tmp_path, lambda m: m.pop("family"))
+    nan_weights = lambda a: a.update(weights=np.full_like(a["weights"], np.nan))  # noqa: E731
+    assert "NaN" in rewrite(tmp_path, change_arrays=nan_weights)
 
 
 def test_softmax_is_registered():

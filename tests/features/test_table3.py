@@ -36,41 +36,7 @@ from training.features import extract_keys
 from training.featurespec import NAMED_SPECS, FeatureSpec
 from training.request import batch_from_strings
 
-MASK = (1 << 64) - 1
-
-
-def fnv(text: str) -> int:
-    h = 0xCBF29CE484222325
-    for byte in text.encode("utf-8"):
-        h = ((h ^ byte) * 0x100000001B3) & MASK
-    return h
-
-
-def combine(h: int, x: int) -> int:
-    return (h ^ ((x + 0x9E3779B97F4A7C15 + ((h << 6) & MASK) + (h >> 2)) & MASK)) & MASK
-
-
-def finalize(h: int) -> int:
-    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & MASK
-    return h ^ (h >> 31)
-
-
-def tag(name: str) -> int:
-    return fnv("feature-template/v1/" + name)
-
-
-def key(name: str, *tokens: str) -> int:
-    h = tag(name)
-    for t in tokens:
-        h = combine(h, fnv(t))
-    return finalize(h)
-
-
-def anova2(a: int, b: int) -> int:
-    lo, hi = sorted((a, b))
-    return finalize(combine(combine(tag("anova2"), lo), hi))
-
+from feature_key_reference import anova2, combine, finalize, fnv, key, tag
 
 F = "f1 f2 f3 f4 f5 f6".split()
 PAIRS = [

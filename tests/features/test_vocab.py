@@ -92,3 +92,16 @@ def test_transform_matches_matrix(store_2k):
 def test_small_sets_build(store_2k, name):
     fm = build_matrix(store_2k, name, 10, cache=False)
     assert 0 < fm.X.shape[1] < fm.meta["n_distinct"]
+
+
+def test_cli_heldout_counts_without_the_heldout_tail(store_2k):
+    from training.split import heldout_sentences
+
+    assert cli_main(["features", "--store", str(store_2k.path), "--features", "S3", "--threshold", "4",
+                     "--heldout", "0.25", "--quiet"]) == 0
+    train = ~heldout_sentences(store_2k.n_sentences, 0.25)
+    cached = build_matrix(store_2k, "S3", 4, train)
+    assert cached.path.name.startswith("S3-t4-m") and cached.meta["mask_sentences"] == 1500
+    _, keys = all_keys(store_2k, FeatureSpec.parse("S3"), train)
+    uniq, counts = np.unique(keys, return_counts=True)
+    assert np.array_equal(cached.keys, uniq[counts > 4])

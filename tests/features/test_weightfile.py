@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import struct
 import tempfile
 from pathlib import Path
@@ -62,6 +63,9 @@ def test_atomic_write_leaves_no_temp_and_replaces(tmp_path):
     write_weight_file(path, {"v": 2}, {"a": np.arange(5, dtype=np.int64)})
     assert os.listdir(tmp_path) == ["m.mrw"]
     assert read_weight_file(path).metadata == {"v": 2}
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # readable by a server user, not 0600
 
 
 def test_refuses_unstorable_data(tmp_path):
@@ -165,3 +169,44 @@ def test_fuzz_truncations_and_flips(tmp_path):
     shutil.rmtree(scratch)
     # Every damaged file here differs from what was written, so every one must fail.
     assert outcomes["identical"] == 0 and outcomes["error"] > 2900
+
+
+def crafted(header: dict, data: bytes = b"\0" * 64) -> bytes:
+    """A file with a valid checksum around an arbitrary header: only the header checks can refuse it."""
+    import hashlib
+
+    from training.weightfile import _PREAMBLE, _SANITY
+
+    raw_header = json.dumps(header).encode()
+    data_offset = _PREAMBLE.size + len(raw_header)
+    data_offset += -data_offset % 64
+    file_len = data_offset + len(data) + 32
+    body = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, *_SANITY, len(raw_header), data_offset, len(data), file_len)
+    body += raw_header + b"\0" * (data_offset - _PREAMBLE.size - len(raw_header)) + data
+    return body + hashlib.sha256(body).digest()
+
+
+@pytest.mark.parametrize("header", [
+    {"metadata": {}},                                                      # no array list
+    {"metadata": [], "arrays": []},                                        # metadata not an object
+    {"metadata": {}, "arrays": [{"name": "a"}]},                           # incomplete entry
+    {"metadata": {}, "arrays": ["a"]},                                     # entry not an object
+    {"metadata": {}, "arrays": [{"name": "a", "dtype": "O", "shape": [1], "offset": 0, "nbytes": 8}]},
+    {"metadata": {}, "arrays": [{"name": "a", "dtype": "<f4", "shape": "ab", "offset": 0, "nbytes": 8}]},
+    {"metadata": {}, "arrays": [{"name": "a", "dtype": "<f4", "shape": [-1], "offset": 0, "nbytes": 4}]},
+    {"metadata": {}, "arrays": [{"name": "a", "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 8}]},
+    {"metadata": {}, "arrays": [{"name": "a", "dtype": "<f4", "shape": [32], "offset": 0, "nbytes": 128}]},
+    {"metadata": {}, "arrays": [{"name": "a", "dtype": "<f4", "shape": [2], "offset": 3, "nbytes": 8}]},
+    {"metadata": {}, "arrays": [{"name": "a", "dtype": "<f4", "shape": [2], "offset": 0, "nbytes": 8},
+                                {"name": "a", "dtype": "<f4", "shape": [2], "offset": 0, "nbytes": 8}]},
+])
+def test_crafted_headers_are_refused(tmp_path, header):
+    assert "bad weight-file header" in error_for(tmp_path / "x.mrw", crafted(header))
+
+
+def test_crafted_valid_header_reads(tmp_path):
+    path = tmp_path / "x.mrw"
+    path.write_bytes(crafted({"metadata": {"k": 1}, "arrays": [
+        {"name": "a", "dtype": "<f4", "shape": [2], "offset": 0, "nbytes": 8}]},
+        np.array([1.5, -2.0], "<f4").tobytes() + b"\0" * 56))
+    assert read_weight_file(path).arrays["a"].tolist() == [1.5, -2.0]

@@ -1,0 +1,63 @@
+"""Atomic file output: a reader sees the old file or the complete new one, never a part.
+
+Write to a temporary file in the destination's directory, fsync it, rename it over the
+destination, then fsync the directory so the rename itself survives a crash. It must not
+be used for directories (build those in a temporary directory and rename that, then
+`fsync_directory` the parent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def fsync_directory(directory: str | os.PathLike) -> None:
+    """Make a rename inside `directory` durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Yield a binary file whose content replaces `path` when the block ends without error.
+
+    The writer may seek and rewrite (e.g. a magic number written last); on any failure
+    `path` is left untouched and the temporary file is removed.
+    """
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_directory(directory)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Replace `path` with `data` atomically; on any failure `path` is left untouched."""
+    with atomic_writer(path) as f:
+        f.write(data)
