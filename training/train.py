@@ -193,7 +193,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     write_model(out, family=family, moses_type=str(mtype), keys=matrix.keys, weights=weights, bias=bias,
                 features=spec, threshold=threshold, link=FAMILIES[family].link,
                 trainer=f"{type(models[0]).__module__}.{type(models[0]).__name__} (moses-reorder {__version__})",
-                hyperparameters=_jsonable(models[0].get_params()),
+                hyperparameters=_jsonable({k: v for k, v in models[0].get_params().items() if k != "verbose"}),
                 corpus_fingerprint=corpus.get("sha256", "") if isinstance(corpus, dict) else str(corpus),
                 training_seconds=time.perf_counter() - start, extras=arrays or None, float16=float16,
                 metadata=_jsonable(metadata))
