@@ -58,3 +58,24 @@ def softmax_blocks(scores, n_classes):
 def softmax(model: "LoadedModel", scores: np.ndarray, n_found: np.ndarray) -> np.ndarray:
     """Multinomial logistic link (maxent, dual-mlr, svm, nb-map): softmax per direction."""
     return softmax_blocks(scores, len(model.classes))
+
+
+@register_link("dirichlet")
+def dirichlet(model: "LoadedModel", scores: np.ndarray, n_found: np.ndarray) -> np.ndarray:
+    """Bayesian naive Bayes (nb-bayes): the Dirichlet-multinomial predictive, eq. 11.
+
+    Weights are ln alpha_km (posterior hyper-parameters, eq. 13) and features are binary,
+    so scores = ln p(o_k) + sum_m ln alpha_km; the eq. 11 denominator adds
+    ln Gamma(A_k) - ln Gamma(A_k + n) with A_k the extra `alpha_sum` and n the pair's
+    known keys. An optional extra `temperature` (one per direction) divides the
+    log-posterior before the softmax (calibration, argmax unchanged).
+    """
+    from scipy.special import gammaln
+
+    A = np.asarray(model.arrays["alpha_sum"], dtype=np.float64)[None, :]
+    n = n_found.astype(np.float64)[:, None]
+    out = scores.astype(np.float64) + (gammaln(A) - gammaln(A + n))
+    K = len(model.classes)
+    if "temperature" in model.arrays:
+        out /= np.repeat(np.asarray(model.arrays["temperature"], dtype=np.float64), K)[None, :]
+    return softmax_blocks(out.astype(np.float32), K)

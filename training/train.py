@@ -114,7 +114,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
                 threshold: int = DEFAULT_THRESHOLD, heldout_fraction: float = 0.1,
                 calibration_fraction: float = 0.05, params: dict[str, Any] | None = None,
                 seed: int | None = None, float16: bool = False, plot: str | Path | None = None,
-                verbose: bool = False) -> dict[str, Any]:
+                verbose: bool = False, select_nmi: str | None = None) -> dict[str, Any]:
     """Train every direction of `moses_type` and write the weight file `out`; returns its metadata."""
     start = time.perf_counter()
     mtype = MosesType.parse(moses_type)
@@ -139,6 +139,26 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         raise InputError(f"no feature of {spec.name} occurs more than {threshold} times in the "
                          "training sentences; lower --threshold", store_dir)
     X_fit, X_cal = select_rows(matrix.X, fit_rows), select_rows(matrix.X, cal_rows)
+    keys, selection_meta = matrix.keys, None
+    if select_nmi is not None:  # Bayesian paper section 5: keep features by NMI with the class
+        from training.selection import Selection, select_columns
+
+        rule = Selection.parse(select_nmi)
+        fit_labels = [type_labels(store.load_labels(c), mtype.orientation).astype(np.int64)[fit_rows]
+                      for c in columns]
+        keep, nmi = select_columns(X_fit, fit_labels, len(mtype.classes), rule)
+        X_fit, X_cal, keys = X_fit[:, keep], X_cal[:, keep], matrix.keys[keep]
+        selection_meta = {"rule": str(rule), "kept": int(keep.sum()), "of": int(keep.size),
+                          "min_kept_nmi": float(nmi[keep].min()) if keep.any() else None}
+        if not keep.any():
+            raise InputError(f"--select-nmi {select_nmi}: no feature kept")
+
+    fit_kwargs: dict[str, Any] = {}
+    if getattr(FAMILIES[family], "needs_pair_columns", False):  # the hybrid: which keys are pairs
+        from training.features import pair_keys
+
+        seen = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(split.fit)]
+        fit_kwargs["pair_columns"] = np.isin(keys, np.concatenate(seen))
 
     models, directions_meta = [], {}
     t_train = time.perf_counter()
@@ -147,7 +167,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         if verbose:
             print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
         t0 = time.perf_counter()
-        model = FAMILIES[family](**params).fit(X_fit, labels[fit_rows])
+        model = FAMILIES[family](**params).fit(X_fit, labels[fit_rows], **fit_kwargs)
         fit_seconds = time.perf_counter() - t0
         info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
                                 "history": getattr(model, "history_", [])}
@@ -187,10 +207,11 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
             "features_distinct": int(matrix.meta.get("n_distinct", 0)) if isinstance(matrix.meta, dict) else 0,
             "feature_seconds": feature_seconds, "train_seconds": train_seconds,
             "peak_memory_bytes": peak_rss_bytes(),
+            "selection": selection_meta,
             "directions": directions_meta,
         },
     }
-    write_model(out, family=family, moses_type=str(mtype), keys=matrix.keys, weights=weights, bias=bias,
+    write_model(out, family=family, moses_type=str(mtype), keys=keys, weights=weights, bias=bias,
                 features=spec, threshold=threshold, link=FAMILIES[family].link,
                 trainer=f"{type(models[0]).__module__}.{type(models[0]).__name__} (moses-reorder {__version__})",
                 hyperparameters=_jsonable({k: v for k, v in models[0].get_params().items() if k != "verbose"}),

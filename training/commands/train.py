@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "--calibration-fraction of the rest calibrates probabilities. "
                     "Exit codes: 0 ok, 2 usage, 3 bad input.")
     p.add_argument("--family", required=True, choices=sorted(FAMILIES), help="model family")
-    p.add_argument("--features", required=True, help="feature set: S1..S15 or e.g. alignments,context=1,anova=2")
+    p.add_argument("--features", help="feature set: S1..S15 or e.g. alignments,context=1,anova=2 "
+                   "(required unless the family has its own, e.g. lexical: pair)")
     p.add_argument("--type", required=True, dest="moses_type",
                    help="Moses reordering type the model serves, e.g. hier-msd-bidirectional-fe")
     p.add_argument("--store", required=True, help="example store made by `moses-reorder extract`")
@@ -47,12 +48,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (visiting order); default 0")
     p.add_argument("--threshold", type=int,
                    help="keep features seen more than this many times in training (default: the "
-                        "feature builder's, 10 as in the papers)")
+                        "family's, else the feature builder's, 10 as in the papers)")
     p.add_argument("--heldout-fraction", type=float, default=0.1,
                    help="last fraction of sentences left out for evaluation (default 0.1)")
-    p.add_argument("--calibration-fraction", type=float, default=0.05,
+    p.add_argument("--calibration-fraction", type=float,
                    help="last fraction of the training sentences used to calibrate probabilities "
-                        "(default 0.05; 0 = none)")
+                        "(default 0.05, or the family's: 0 for lexical; 0 = none)")
+    p.add_argument("--select-nmi", metavar="RULE",
+                   help="keep features by normalised mutual information with the class (Bayesian "
+                        "paper eqs. 14-16): a fraction such as 0.5, top-k:N, or threshold:T")
     p.add_argument("--plot", help="write the per-pass active-set/objective figure to this PNG")
     p.add_argument("--float16", action="store_true", help="store weights as float16")
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
@@ -69,10 +73,18 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"hyper-parameter {name} given twice")
         given[name] = value
     start = time.perf_counter()
-    meta = train_model(args.store, family=args.family, moses_type=args.moses_type, features=args.features,
-                       out=args.out, threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold, heldout_fraction=args.heldout_fraction,
-                       calibration_fraction=args.calibration_fraction, params=given, seed=args.seed,
-                       float16=args.float16, plot=args.plot, verbose=not args.quiet)
+    cls = FAMILIES[args.family]
+    features = args.features or getattr(cls, "default_features", None)
+    if features is None:
+        raise InputError(f"--features is required for family {args.family}")
+    threshold = args.threshold if args.threshold is not None else getattr(cls, "default_threshold", DEFAULT_THRESHOLD)
+    calibration = (args.calibration_fraction if args.calibration_fraction is not None
+                   else getattr(cls, "default_calibration_fraction", 0.05))
+    meta = train_model(args.store, family=args.family, moses_type=args.moses_type, features=features,
+                       out=args.out, threshold=threshold, heldout_fraction=args.heldout_fraction,
+                       calibration_fraction=calibration, params=given, seed=args.seed,
+                       float16=args.float16, plot=args.plot, verbose=not args.quiet,
+                       select_nmi=args.select_nmi)
     if not args.quiet:
         t = meta["training"]
         for direction, info in t["directions"].items():

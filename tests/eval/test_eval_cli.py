@@ -1,0 +1,120 @@
+"""`moses-reorder eval` and `moses-reorder experiment` end to end on a real ja-en slice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.cli import main as cli_main
+from training.features import pair_keys
+from training.model import load_model
+from training.split import heldout_sentences
+from training.store import ExampleStore
+
+SENTENCES = 300
+TYPE = "wbe-msd-bidirectional-fe"
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(ja_en_dir: Path, tmp_path_factory) -> Path:
+    """train.{ja,en,align}: the first SENTENCES lines of ja-en."""
+    out = tmp_path_factory.mktemp("eval-corpus")
+    for ext in ("ja", "en", "align"):
+        with open(ja_en_dir / f"train.{ext}", "rb") as fh:
+            (out / f"train.{ext}").write_bytes(b"".join(next(fh) for _ in range(SENTENCES)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def store(corpus_dir: Path) -> Path:
+    out = corpus_dir / "store"
+    assert cli_main(["extract", "--src", str(corpus_dir / "train.ja"), "--tgt", str(corpus_dir / "train.en"),
+                     "--align", str(corpus_dir / "train.align"), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def model(store: Path, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("eval-model") / "nb.mrw"
+    assert cli_main(["train", "--family", "nb-map", "--features", "S7", "--type", TYPE, "--store", str(store),
+                     "--out", str(out), "--threshold", "1", "--quiet"]) == 0
+    return out
+
+
+def test_eval_json_numbers_recomputed_independently(store, model, capsys):
+    assert cli_main(["eval", str(model), "--store", str(store), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    sig = report["signature"]
+    meta = load_model(model).metadata
+    assert sig["family"] == "nb-map" and sig["features"] == "S7" and sig["type"] == TYPE
+    assert sig["corpus"] == meta["corpus_fingerprint"][:12] and report["same_corpus"] is True
+    assert "alpha=1.5" in sig["hp"]
+
+    # Recompute from the served model, the store labels and the pair keys, by hand.
+    s = ExampleStore.open(store)
+    heldout = heldout_sentences(s.n_sentences, 0.1)
+    train_keys = np.concatenate([pair_keys(c.batch) for c in s.iter_chunks(~heldout)])
+    m = load_model(model)
+    chunks = list(s.iter_chunks(heldout))
+    probs = np.concatenate([m.predict_proba(c.batch) for c in chunks])
+    examples = np.concatenate([c.examples for c in chunks])
+    seen = np.isin(np.concatenate([pair_keys(c.batch) for c in chunks]), train_keys)
+    assert report["split"]["heldout_examples"] == examples.size
+    assert report["split"]["seen_examples"] == seen.sum()
+    for d, (direction, column) in enumerate((("backward", "wbe-msd/prev"), ("forward", "wbe-msd/next"))):
+        y = s.load_labels(column)[examples]
+        pred = probs[:, 3 * d:3 * d + 3].argmax(axis=1)
+        r = report["directions"][direction]
+        assert r["all"]["accuracy"] == pytest.approx(np.mean(pred == y))
+        assert r["seen"]["accuracy"] == pytest.approx(np.mean(pred[seen] == y[seen]))
+        assert r["unseen"]["examples"] == (~seen).sum()
+        p_true = probs[np.arange(y.size), 3 * d + y.astype(int)]
+        assert r["all"]["log_loss"] == pytest.approx(-np.mean(np.log(p_true)), rel=1e-5)
+        conf = np.array(r["all"]["confusion"])
+        assert conf.sum() == y.size and conf[1, 1] == np.sum((y == 1) & (pred == 1))
+
+
+def test_eval_text_report_and_plots(store, model, tmp_path, capsys):
+    plots = tmp_path / "png"
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps([{"family": "nb-map", "examples": n, "seconds": n / 1e5, "peak_mb": 100 + n / 1e3}
+                                 for n in (1000, 2000, 4000)]))
+    assert cli_main(["eval", str(model), "--store", str(store), "--plot", str(plots), "--bench", str(bench),
+                     "--out", str(tmp_path / "r.json")]) == 0
+    text = capsys.readouterr().out
+    assert "| Predicted \\ true | mono | swap | disc | Accuracy | Precision | Recall | F1 |" in text
+    assert "## backward" in text and "## forward" in text and "| unseen |" in text
+    for name in ("nmi-ranking.png", "selection-error.png", "scaling.png"):
+        assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert [p["fraction"] for p in saved["selection_curve"]["points"]][0] == 1.0
+
+
+def test_eval_refuses_bad_model_file(store, tmp_path, capsys):
+    bad = tmp_path / "bad.mrw"
+    bad.write_bytes(b"not a model")
+    assert cli_main(["eval", str(bad), "--store", str(store)]) == 4
+    assert "bad.mrw" in capsys.readouterr().err
+
+
+def test_experiment_prints_the_study_table(corpus_dir, tmp_path, capsys):
+    work = tmp_path / "exp"
+    assert cli_main(["experiment", "--corpus", str(corpus_dir), "--work", str(work), "--families",
+                     "lexical,nb-bayes", "--features", "S2,S7", "--threshold", "1", "--json",
+                     str(tmp_path / "rows.json")]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| Family | Features | Time (s) | Acc. | P M | P S | P D | R M")
+    assert [line.split(" | ")[0:2] for line in lines[1:]] == [
+        ["| lexical", "pair,context=0,anova=1"], ["| nb-bayes", "S2"], ["| nb-bayes", "S7"]]
+    rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
+    assert all(r["all"]["examples"] == r["seen"]["examples"] + r["unseen"]["examples"] for r in rows)
+    assert (work / "models" / "nb-bayes-S7.mrw").exists()
+
+
+def test_experiment_names_a_missing_corpus_file(tmp_path, capsys):
+    assert cli_main(["experiment", "--corpus", str(tmp_path), "--work", str(tmp_path / "w")]) == 3
+    assert "train.ja" in capsys.readouterr().err

@@ -1,0 +1,112 @@
+"""Evaluate one weight file on the held-out sentences of an example store.
+
+The model scores the held-out phrase pairs exactly as the server would (PairBatch ->
+LoadedModel.predict_proba), each direction's block is compared with the store's labels,
+and every number is reported overall and split by whether the phrase pair (its
+identity key) occurs in the training sentences: the lexical table only knows seen
+pairs, classifiers generalise to unseen ones, so the split is where families differ.
+The report carries the model's signature (family, features, hyper-parameters, corpus
+fingerprint, versions), like sacrebleu's, so a number can be reproduced.
+
+It must not train: it reads a model and a store and returns a JSON-ready dict.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from training import __version__
+from training.errors import InputError
+from training.features import pair_keys
+from training.lexical import type_class_labels
+from training.metrics import classification_summary
+from training.model import LoadedModel, load_model
+from training.mosestype import MosesType
+from training.split import heldout_sentences
+from training.store import ExampleStore
+
+
+def model_heldout_fraction(model: LoadedModel, default: float = 0.1) -> float:
+    """The held-out fraction the model was trained with (so eval never tests on training)."""
+    training = model.metadata.get("training") or {}
+    value = training.get("heldout_fraction")
+    return float(value) if value is not None else default
+
+
+def signature(model: LoadedModel, heldout_fraction: float) -> dict[str, Any]:
+    """What made the numbers, in a fixed order (sacrebleu-style)."""
+    meta = model.metadata
+    params = meta.get("hyperparameters") or {}
+    hp = ",".join(f"{k}={v}" for k, v in sorted(params.items())
+                  if k not in ("verbose", "n_classes") and v is not None)
+    selection = (meta.get("training") or {}).get("selection") or {}
+    return {
+        "family": meta["family"], "type": meta["moses_type"], "features": meta["features"],
+        "threshold": meta["threshold"], "select": selection.get("rule"), "hp": hp or None,
+        "link": meta["link"], "corpus": (meta.get("corpus_fingerprint") or "")[:12] or None,
+        "heldout": heldout_fraction, "model-version": meta.get("software_version"),
+        "eval-version": __version__,
+    }
+
+
+def seen_pair_keys(store: ExampleStore, train_mask: np.ndarray) -> np.ndarray:
+    """Sorted unique phrase-pair identity keys of the training sentences."""
+    parts = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(train_mask)]
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+
+
+def heldout_predictions(model: LoadedModel, store: ExampleStore, heldout: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(global example indices, probabilities [n x outputs], pair keys) of the held-out pairs."""
+    examples, probs, keys = [], [], []
+    for chunk in store.iter_chunks(heldout):
+        examples.append(chunk.examples)
+        probs.append(model.predict_proba(chunk.batch))
+        keys.append(pair_keys(chunk.batch))
+    if not examples:
+        raise InputError("the held-out sentences hold no examples", store.path)
+    return np.concatenate(examples), np.concatenate(probs), np.concatenate(keys)
+
+
+def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
+             heldout_fraction: float | None = None, model: LoadedModel | None = None) -> dict[str, Any]:
+    """The full report as a JSON-ready dict (see training/report.py for its text form)."""
+    model = model or load_model(model_path)
+    store = ExampleStore.open(store_dir)
+    fraction = model_heldout_fraction(model) if heldout_fraction is None else heldout_fraction
+    mtype = MosesType.parse(model.moses_type)
+    heldout = heldout_sentences(store.n_sentences, fraction)
+    if not heldout.any():
+        raise InputError(f"held-out fraction {fraction} leaves no held-out sentence", store_dir)
+    examples, probs, keys = heldout_predictions(model, store, heldout)
+    seen_keys = seen_pair_keys(store, ~heldout)
+    seen = np.isin(keys, seen_keys, assume_unique=False)
+    K = len(mtype.classes)
+    store_corpus = (store.meta.get("corpus") or {}).get("sha256", "")
+    report: dict[str, Any] = {
+        "model": str(Path(model_path)),
+        "store": str(Path(store_dir)),
+        "signature": signature(model, fraction),
+        "same_corpus": bool(store_corpus) and store_corpus == model.metadata.get("corpus_fingerprint"),
+        "split": {
+            "heldout_fraction": fraction,
+            "heldout_sentences": int(heldout.sum()),
+            "heldout_examples": int(examples.size),
+            "seen_examples": int(seen.sum()),
+            "description": (f"last {fraction:g} of sentences ({int(heldout.sum()):,} of {store.n_sentences:,}), "
+                            f"{examples.size:,} phrase pairs, {seen.mean():.1%} seen in training"),
+        },
+        "directions": {},
+    }
+    for d, direction in enumerate(mtype.directions):
+        y = type_class_labels(store, mtype, direction).astype(np.int64)[examples]
+        p = probs[:, d * K:(d + 1) * K]
+        report["directions"][direction] = {
+            name: classification_summary(y[mask], p[mask], mtype.classes)
+            for name, mask in (("all", np.ones_like(seen)), ("seen", seen), ("unseen", ~seen))
+        }
+    return report

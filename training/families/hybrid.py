@@ -1,0 +1,183 @@
+"""Hybrid (beyond the papers): the lexical table where a pair was seen, a classifier elsewhere.
+
+On ja-en the lexical table wins on phrase pairs it saw in training and loses badly on
+unseen ones; classifiers are the other way round. The hybrid combines them as a
+Dirichlet backoff whose base measure is the classifier,
+
+    p(k | pair, x) = (c_k(pair) + beta q_k(x)) / (N(pair) + beta)
+
+written as a log-linear model so it serves through the plain softmax link with no
+special case: p(k | pair, x) = softmax_k(z_k(x) + w_k(pair)), z the classifier's scores.
+Each phrase-pair identity key carries the per-pair bias w(pair) that makes the model's
+mean prediction over the pair's training occurrences equal the backoff estimate
+(c_k + beta qbar_k) / (N + beta), qbar the classifier's mean prediction there (the
+maxent optimality condition for a pair feature with the base weights fixed, solved by
+a few vectorized fixed-point steps from w = ln(c_k + beta qbar_k) - ln qbar_k). The
+context still moves the prediction around that mean. An unseen pair has no pair key,
+so it gets the classifier alone.
+
+Two choices make it win on both slices (benchmarks/RESULTS-families.md):
+- the base classifier is trained on the examples of *rare* pairs only (seen at most
+  `rare_max` times): held-out pairs the table has never seen resemble training pairs
+  seen once (the Good-Turing intuition), and frequent pairs are the table's job anyway;
+- beta is fitted on the calibration rows (sentences held out of the counts), by
+  log-loss, so the seen/unseen mix of the fit is the mix the model will meet.
+
+It trains on a `<base features>,pair` matrix at threshold 0 (every seen pair keyed);
+base features seen at most `base_threshold` times get no weight. It needs to know which
+columns are pair keys: `train` passes `pair_columns` because `needs_pair_columns` is set.
+This module must not read stores.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import logsumexp
+
+from training.errors import InputError
+from training.families.base import ReorderingClassifier
+from training.families.naive_bayes import LOG_FLOOR, class_feature_counts
+
+BETAS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+
+
+class HybridBackoff(ReorderingClassifier):
+    """Lexical counts backing off to a classifier trained on rare pairs."""
+
+    family: ClassVar[str] = "hybrid"
+    link: ClassVar[str] = "softmax"
+    needs_pair_columns: ClassVar[bool] = True
+    default_features: ClassVar[str] = "S7,pair"
+    default_threshold: ClassVar[int] = 0
+
+    def __init__(self, base: str = "maxent", base_params: dict | None = None, rare_max: int = 1,
+                 base_threshold: int = 10, beta: float | None = None, n_classes: int | None = None,
+                 verbose: bool = False):
+        self.base = base
+        self.base_params = base_params
+        self.rare_max = rare_max
+        self.base_threshold = base_threshold
+        self.beta = beta
+        self.n_classes = n_classes
+        self.verbose = verbose
+
+    def _base_model(self) -> ReorderingClassifier:
+        from training.families import FAMILIES
+
+        if self.base not in FAMILIES or FAMILIES[self.base].link != "softmax" or self.base in ("hybrid", "lexical"):
+            raise InputError(f"hybrid: base {self.base!r} must be a softmax-link classifier family "
+                             "(maxent, dual-mlr, svm, nb-map)")
+        import inspect
+
+        params = dict(self.base_params or {})
+        accepted = inspect.signature(FAMILIES[self.base].__init__).parameters
+        for name, value in (("n_classes", self.n_classes), ("verbose", self.verbose)):
+            if name in accepted:
+                params.setdefault(name, value)
+        return FAMILIES[self.base](**params)
+
+    def fit(self, X: sp.csr_matrix, y: np.ndarray, pair_columns: np.ndarray | None = None) -> "HybridBackoff":
+        if pair_columns is None:
+            raise InputError("hybrid: needs the pair-identity columns (train it with `moses-reorder train "
+                             "--family hybrid --features S7,pair`)")
+        X = sp.csr_matrix(X)
+        y = np.asarray(y, dtype=np.int64)
+        K = self.n_classes or int(y.max()) + 1
+        self.pair_columns_ = np.asarray(pair_columns, dtype=bool)
+        pairs = np.flatnonzero(self.pair_columns_)
+        X_pair = X[:, pairs]
+        if X.shape[0] and np.diff(X_pair.indptr).max() > 1:
+            raise InputError("hybrid: an example has two pair-identity keys")
+        counts, _ = class_feature_counts(X_pair, y, K)               # [K x P]
+        self.pair_count_ = counts.T                                   # [P x K]
+        col_count = np.bincount(X.indices, minlength=X.shape[1])
+        self.base_columns_ = np.flatnonzero(~self.pair_columns_ & (col_count > self.base_threshold))
+        # Rare pairs: the rows whose pair has at most rare_max examples (a row without a
+        # known pair key counts as rare: it is unseen by construction).
+        row_pair = np.full(X.shape[0], -1, dtype=np.int64)
+        has = np.diff(X_pair.indptr) == 1
+        row_pair[has] = X_pair.indices[X_pair.indptr[:-1][has]]
+        n_pair = self.pair_count_.sum(axis=1)
+        rare = (row_pair < 0) | (n_pair[np.maximum(row_pair, 0)] <= self.rare_max)
+        X_base = X[:, self.base_columns_]
+        self.base_model_ = self._base_model().fit(X_base[rare], y[rare])
+        self.rare_examples_ = int(rare.sum())
+        # Training-time cache (not exported): base rows of the examples with a pair key.
+        self._rows = np.flatnonzero(has)
+        self._row_pair = row_pair[has]
+        self._X_rows = X_base[self._rows]
+        self._refresh_base()
+        self.beta_ = float(self.beta) if self.beta is not None else 2.0
+        self._set_pair_weights()
+        self.history_ = list(getattr(self.base_model_, "history_", []))
+        return self
+
+    def _refresh_base(self) -> None:
+        """Base scores of the pair rows and qbar, each pair's mean base prediction."""
+        self._Z = np.asarray(self.base_model_.decision_function(self._X_rows), dtype=np.float64)
+        P = np.exp(self._Z - logsumexp(self._Z, axis=1, keepdims=True))
+        self.pair_mean_proba_ = np.clip(self._pair_mean(P), 1e-6, 1.0)
+
+    def _pair_mean(self, P: np.ndarray) -> np.ndarray:
+        n_pair = self.pair_count_.shape[0]
+        total = np.stack([np.bincount(self._row_pair, weights=P[:, k], minlength=n_pair)
+                          for k in range(P.shape[1])], axis=1)
+        return total / np.maximum(self.pair_count_.sum(axis=1), 1)[:, None]
+
+    def _set_pair_weights(self, steps: int = 8) -> None:
+        """w(pair) such that the mean prediction over the pair's rows is the backoff target."""
+        q, c = self.pair_mean_proba_, self.pair_count_
+        target = (c + self.beta_ * q) / (c.sum(axis=1, keepdims=True) + self.beta_)
+        w = np.log(target) - np.log(q)
+        for _ in range(steps):
+            z = self._Z + w[self._row_pair]
+            P = np.exp(z - logsumexp(z, axis=1, keepdims=True))
+            w += np.log(target) - np.log(np.clip(self._pair_mean(P), 1e-12, 1.0))
+        self.pair_weight_ = np.maximum(w - w.max(axis=1, keepdims=True), LOG_FLOOR)
+
+    def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "HybridBackoff":
+        """Calibrate the base (if it does that), then fit beta by held-out log-loss."""
+        X = sp.csr_matrix(X)
+        y = np.asarray(y, dtype=np.int64)
+        if X.shape[0] == 0:
+            return self
+        self.base_model_.calibrate(X[:, self.base_columns_], y)
+        self._refresh_base()
+        self._set_pair_weights()
+        if self.beta is None:
+            best = None
+            for beta in BETAS:
+                self.beta_ = beta
+                self._set_pair_weights()
+                z = self.decision_function(X)
+                loss = float(np.mean(logsumexp(z, axis=1) - z[np.arange(len(y)), y]))
+                if best is None or loss < best[0]:
+                    best = (loss, beta)
+            self.beta_ = best[1]
+            self._set_pair_weights()
+        return self
+
+    def export_arrays(self) -> dict[str, np.ndarray]:
+        for name in ("_rows", "_row_pair", "_X_rows", "_Z"):  # the training cache goes
+            self.__dict__.pop(name, None)
+        W, b = self._weights()
+        return {"weights": W, "bias": b}
+
+    def _weights(self) -> tuple[np.ndarray, np.ndarray]:
+        base = self.base_model_.export_arrays()
+        W = np.zeros((self.pair_columns_.shape[0], base["weights"].shape[1]), dtype=np.float32)
+        W[self.base_columns_] = base["weights"]
+        W[np.flatnonzero(self.pair_columns_)] = self.pair_weight_
+        return W, np.asarray(base["bias"], dtype=np.float32)
+
+    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
+        W, b = self._weights()
+        return np.asarray(sp.csr_matrix(X) @ W, dtype=np.float64) + b
+
+    def fit_summary(self) -> dict[str, Any]:
+        return {"beta": self.beta_, "pairs": int(self.pair_count_.shape[0]),
+                "base_features": int(self.base_columns_.size), "rare_examples": self.rare_examples_,
+                "base": {"family": self.base, **self.base_model_.fit_summary()}}

@@ -1,0 +1,73 @@
+"""The lexicalized reordering model (Moses's relative-frequency table) as a served family.
+
+Trained on the `pair` feature set (one phrase-pair identity key per example, threshold
+0: every pair seen in training), the class counts per column ARE the table's counts,
+and Moses's smoothing p_k = (c_k + s) / sum_j (c_j + s) comes from training/lexical.py
+(the one implementation `moses-reorder lexical` writes tables with). The table then
+scores through the plain softmax link with no special case:
+
+    weights[pair, k] = ln p_k(pair) - ln prior_k,   bias_k = ln prior_k
+
+so a known pair sums to ln p_k(pair), whose softmax is p_k(pair) (it already sums to 1),
+and an unknown pair (no key found) sums to the bias: the class prior, the fallback the
+issue asks for. Log-probabilities are floored at -100 as Moses floors them.
+
+This module must not read stores: it sees the pair one-hot matrix and labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from training.errors import InputError
+from training.families.base import ReorderingClassifier
+from training.families.naive_bayes import LOG_FLOOR, class_feature_counts, log_prior
+from training.lexical import DEFAULT_SMOOTHING, probabilities
+
+
+class LexicalTable(ReorderingClassifier):
+    """Relative frequency per phrase pair with Moses's constant smoothing."""
+
+    family: ClassVar[str] = "lexical"
+    link: ClassVar[str] = "softmax"
+    # What `train` uses unless told otherwise: every seen pair, no calibration tail
+    # (a table has nothing to calibrate, and the tail would only lose counts).
+    default_features: ClassVar[str] = "pair"
+    default_threshold: ClassVar[int] = 0
+    default_calibration_fraction: ClassVar[float] = 0.0
+
+    def __init__(self, smoothing: float = DEFAULT_SMOOTHING, n_classes: int | None = None):
+        self.smoothing = smoothing
+        self.n_classes = n_classes
+
+    def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "LexicalTable":
+        X = sp.csr_matrix(X)
+        if X.shape[0] and np.diff(X.indptr).max() > 1:
+            raise InputError("lexical: every example must have at most one feature, its phrase-pair "
+                             "identity (train with --features pair)")
+        y = np.asarray(y, dtype=np.int64)
+        K = self.n_classes or int(y.max()) + 1
+        counts, per_class = class_feature_counts(X, y, K)          # [K x F]: the table's counts
+        self.pair_count_ = counts.T                                 # [F x K]
+        self.class_log_prior_ = log_prior(per_class)
+        probs = probabilities(self.pair_count_[:, None, :], self.smoothing)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.log_prob_ = np.maximum(np.nan_to_num(np.log(probs), nan=LOG_FLOOR), LOG_FLOOR)
+        nll = -float((self.pair_count_ * self.log_prob_).sum())   # of the smoothed table
+        self.history_ = [{"pass": 1, "active": 1.0, "objective": nll, "seconds": 0.0}]
+        return self
+
+    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
+        """ln p_k(pair) for known pairs, ln prior_k for unknown ones."""
+        return np.asarray(X @ (self.log_prob_ - self.class_log_prior_)) + self.class_log_prior_
+
+    def fit_summary(self) -> dict[str, Any]:
+        return {"pairs": int(self.pair_count_.shape[0]), "smoothing": self.smoothing,
+                "prior": np.exp(self.class_log_prior_).tolist()}
+
+    def export_arrays(self) -> dict[str, np.ndarray]:
+        return {"weights": (self.log_prob_ - self.class_log_prior_).astype(np.float32),
+                "bias": self.class_log_prior_.astype(np.float32)}
