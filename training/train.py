@@ -31,13 +31,7 @@ from training.mosestype import MosesType, type_labels
 from training.store import ExampleStore
 from training.vocab import DEFAULT_THRESHOLD, build_matrix
 
-try:  # helper "align" owns the split; until it lands, the same rule locally.
-    from training.split import heldout_sentences
-except ImportError:  # pragma: no cover - removed once training/split.py is on main
-    def heldout_sentences(n_sentences: int, fraction: float = 0.1) -> np.ndarray:
-        mask = np.zeros(n_sentences, dtype=bool)
-        mask[n_sentences - min(n_sentences, int(n_sentences * fraction + 0.5)):] = True
-        return mask
+from training.split import heldout_sentences
 
 
 @dataclass(frozen=True)
