@@ -28,10 +28,9 @@ from training.families.calibration import log_loss
 from training.featurespec import FeatureSpec
 from training.model import write_model
 from training.mosestype import MosesType, type_labels
+from training.split import heldout_sentences
 from training.store import ExampleStore
 from training.vocab import DEFAULT_THRESHOLD, build_matrix
-
-from training.split import heldout_sentences
 
 
 @dataclass(frozen=True)
