@@ -31,6 +31,7 @@ HARD_MAX_SENTENCE_LENGTH = 32767
 DEFAULT_MAX_SENTENCE_LENGTH = 1000
 #: Moses's field separator; a token equal to it would make every text output ambiguous.
 FIELD_SEPARATOR = "|||"
+_LINE_BATCH = 16384
 
 _POINT = re.compile(r"(\d+)-(\d+)")
 
@@ -95,18 +96,30 @@ def _tokenize_all(lines: list[str]) -> list[list[str]]:
 
 
 def _encode_side(lines: list[str], path: Path, max_len: int) -> tuple[list[str], np.ndarray, np.ndarray]:
-    tokens_per_line = _tokenize_all(lines)
-    lengths = np.fromiter(map(len, tokens_per_line), dtype=np.int64, count=len(lines))
-    too_long = np.flatnonzero(lengths > max_len)
-    if too_long.size:
-        i = int(too_long[0])
-        raise InputError(f"sentence has {lengths[i]} tokens, more than --max-sentence-length {max_len}",
-                         path, i + 1)
+    """Token ids (in order of first use) and CSR offsets, a batch of lines at a time.
+
+    Batching bounds the transient Python token objects; only ids are kept.
+    """
+    vocab: dict[str, int] = {}
+    id_parts: list[np.ndarray] = []
+    length_parts: list[np.ndarray] = []
+    for first in range(0, len(lines), _LINE_BATCH):
+        tokens_per_line = _tokenize_all(lines[first:first + _LINE_BATCH])
+        lengths = np.fromiter(map(len, tokens_per_line), dtype=np.int64, count=len(tokens_per_line))
+        too_long = np.flatnonzero(lengths > max_len)
+        if too_long.size:
+            i = int(too_long[0])
+            raise InputError(f"sentence has {lengths[i]} tokens, more than --max-sentence-length {max_len}",
+                             path, first + i + 1)
+        flat = list(chain.from_iterable(tokens_per_line))
+        for token in dict.fromkeys(flat):
+            vocab.setdefault(token, len(vocab))
+        id_parts.append(np.fromiter(map(vocab.__getitem__, flat), dtype=np.int32, count=len(flat)))
+        length_parts.append(lengths)
+    ids = np.concatenate(id_parts) if id_parts else np.zeros(0, dtype=np.int32)
     offsets = np.zeros(len(lines) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = list(chain.from_iterable(tokens_per_line))
-    vocab = {token: i for i, token in enumerate(dict.fromkeys(flat))}  # ids in order of first use
-    ids = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int32, count=len(flat))
+    if length_parts:
+        np.cumsum(np.concatenate(length_parts), out=offsets[1:])
     if FIELD_SEPARATOR in vocab:
         bad = vocab[FIELD_SEPARATOR]
         line = int(np.searchsorted(offsets, np.flatnonzero(ids == bad)[0], side="right"))

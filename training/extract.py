@@ -103,7 +103,6 @@ def model_table(models: tuple[ExtractModel, ...]) -> np.ndarray:
             for j, p in enumerate(models):
                 if p.kind == "phrase" and p.orientation == m.orientation:
                     table[i, 2] = j
-    # Phrase partners must be computed before their hier models: order the evaluation.
     return table
 
 

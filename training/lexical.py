@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import gzip
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numba as nb
 import numpy as np
 
+from training import features
+from training.atomic import atomic_writer
 from training.batch import PairBatch
 from training.errors import InputError
 from training.hashing import combine, finalize, hash_string
@@ -39,9 +40,8 @@ from training.mosesformat import MosesTextRenderer, unique_rows
 from training.mosestype import STORE_DIRECTION, MosesType, type_labels
 
 DEFAULT_SMOOTHING = 0.5
-# Seeds keep fe keys and f keys apart, and both apart from feature keys.
-_FE_SEED = hash_string("lexical-pair/fe/v1")
-_F_SEED = hash_string("lexical-pair/f/v1")
+# Source-phrase keys (f tables) live apart from feature keys.
+_F_SEED = hash_string("lexical-source-phrase/v1")
 # Store labels of one orientation set -> the coding of another (same kind, same run).
 _FOLD = {
     ("mslr", "msd"): np.array([0, 1, 2, 2], dtype=np.int8),    # dleft, dright -> disc
@@ -77,28 +77,6 @@ def _batch_keys(seed, src_tokens, src_offsets, pair_sentence, src_start, src_end
 
 
 @nb.njit(nogil=True, cache=True)
-def _row_keys(seed, rows, src_hashes, src_ids, src_offsets, tgt_hashes, tgt_ids, tgt_offsets, with_target):
-    n = rows.shape[0]
-    out = np.empty(n, dtype=np.uint64)
-    src_buf = np.empty(1, dtype=np.uint64)
-    tgt_buf = np.empty(1, dtype=np.uint64)
-    for i in range(n):
-        s = rows[i, 0]
-        ls = rows[i, 2] - rows[i, 1]
-        lt = rows[i, 4] - rows[i, 3]
-        if src_buf.shape[0] < ls:
-            src_buf = np.empty(ls, dtype=np.uint64)
-        if tgt_buf.shape[0] < lt:
-            tgt_buf = np.empty(lt, dtype=np.uint64)
-        for j in range(ls):
-            src_buf[j] = src_hashes[src_ids[src_offsets[s] + rows[i, 1] + j]]
-        for j in range(lt):
-            tgt_buf[j] = tgt_hashes[tgt_ids[tgt_offsets[s] + rows[i, 3] + j]]
-        out[i] = _phrase_key(seed, src_buf, 0, ls, tgt_buf, 0, lt, with_target)
-    return out
-
-
-@nb.njit(nogil=True, cache=True)
 def _first_mismatch(rows, representative_row, src_ids, src_offsets, tgt_ids, tgt_offsets, with_target):
     """Index of the first example whose tokens differ from its group's representative, or -1."""
     for i in range(rows.shape[0]):
@@ -120,12 +98,13 @@ def _first_mismatch(rows, representative_row, src_ids, src_offsets, tgt_ids, tgt
 def pair_keys(batch: PairBatch, with_target: bool = True) -> np.ndarray:
     """uint64 identity of every pair of a batch (`with_target=False`: of its source phrase).
 
-    The same value `count_pairs` gives the pair in a store, so a served lexical model
-    keyed by it finds the training counts of a request's phrase pair.
+    With the target this is `features.pair_keys`, the project's one phrase-pair
+    identity, so a served lexical model keyed by it finds the training counts.
     """
-    return _batch_keys(_FE_SEED if with_target else _F_SEED, batch.src_tokens, batch.src_offsets,
-                       batch.pair_sentence, batch.src_start, batch.src_end, batch.tgt_tokens,
-                       batch.tgt_offsets, with_target)
+    if with_target:
+        return features.pair_keys(batch)
+    return _batch_keys(_F_SEED, batch.src_tokens, batch.src_offsets, batch.pair_sentence, batch.src_start,
+                       batch.src_end, batch.tgt_tokens, batch.tgt_offsets, False)
 
 
 @dataclass(frozen=True)
@@ -166,10 +145,11 @@ def count_pairs(store, moses_type: MosesType) -> PairCounts:
         if np.unique(hashes).size != len(vocab):
             raise InputError("two vocabulary entries share a 64-bit token hash; cannot key phrases",
                              store.path)
+    keys = np.empty(store.n_examples, dtype=np.uint64)
+    for chunk in store.iter_chunks():
+        keys[chunk.examples] = pair_keys(chunk.batch, with_target)
     rows = store.example_rows()
     s = store.sentences
-    keys = _row_keys(_FE_SEED if with_target else _F_SEED, rows, store.src_hashes, s["src_ids"],
-                     s["src_offsets"], store.tgt_hashes, s["tgt_ids"], s["tgt_offsets"], with_target)
     unique, representative, inverse = np.unique(keys, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1).astype(np.int64)
     bad = _first_mismatch(rows, representative[inverse].astype(np.int64), s["src_ids"], s["src_offsets"],
@@ -216,32 +196,22 @@ def table_bytes(store, pair_counts: PairCounts, probs: np.ndarray) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def write_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write (gzip when the name ends in .gz) to a temp file, fsync, rename."""
+def write_table_file(path: str | os.PathLike, data: bytes) -> None:
+    """Write atomically (training.atomic), gzip-compressed when the name ends in .gz."""
     path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError("directory does not exist", parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if path.name.endswith(".gz"):
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz:
-                    gz.write(data)
-            else:
-                raw.write(data)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise InputError("directory does not exist", path.parent)
+    with atomic_writer(path) as raw:
+        if path.name.endswith(".gz"):
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz:
+                gz.write(data)
+        else:
+            raw.write(data)
 
 
 def build_table(store, moses_type: MosesType, out: str | os.PathLike,
                 smoothing: float = DEFAULT_SMOOTHING) -> PairCounts:
     """Count, smooth and write one reordering table; returns the counts."""
     pair_counts = count_pairs(store, moses_type)
-    write_atomic(out, table_bytes(store, pair_counts, probabilities(pair_counts.counts, smoothing)))
+    write_table_file(out, table_bytes(store, pair_counts, probabilities(pair_counts.counts, smoothing)))
     return pair_counts

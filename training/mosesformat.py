@@ -18,6 +18,8 @@ model list with two models of one kind. It must not decide labels or read files.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numba as nb
 import numpy as np
 
@@ -152,6 +154,9 @@ def _render(rows, src_ids, src_offsets, tgt_ids, tgt_offsets, src_blob, src_tok,
     return out
 
 
+_NO_ORDER = np.zeros(0, dtype=np.int64)
+
+
 class MosesTextRenderer:
     """Renders Moses text lines for rows (sentence, src span, tgt span) of one corpus.
 
@@ -164,16 +169,21 @@ class MosesTextRenderer:
         self.models = models
         self._src = encode_tokens(corpus.src_vocab)
         self._tgt = encode_tokens(corpus.tgt_vocab)
-        # Target-major point order, the alignment file's order among points of one target word.
-        sentence = np.repeat(np.arange(corpus.n_sentences), np.diff(corpus.align_offsets))
-        self._align_order = np.lexsort((corpus.align[:, 1], sentence)).astype(np.int64)
+
+    @cached_property
+    def _align_order(self) -> np.ndarray:
+        """Target-major point order, the alignment file's order among points of one target word."""
+        c = self.corpus
+        sentence = np.repeat(np.arange(c.n_sentences), np.diff(c.align_offsets))
+        return np.lexsort((c.align[:, 1], sentence)).astype(np.int64)
 
     def _render(self, rows, tails, tail_offsets, tail_index, with_alignment, with_target=True) -> bytes:
         c = self.corpus
         return _render(rows, c.src_ids, c.src_offsets, c.tgt_ids, c.tgt_offsets,
                        self._src[0], self._src[1], self._tgt[0], self._tgt[1],
                        tails, tail_offsets, tail_index, c.align, c.align_offsets,
-                       self._align_order, with_alignment, with_target).tobytes()
+                       self._align_order if with_alignment else _NO_ORDER, with_alignment,
+                       with_target).tobytes()
 
     def extract_lines(self, rows: np.ndarray) -> bytes:
         """Moses's `extract` file lines (phrase pairs with their alignment)."""

@@ -29,6 +29,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from training.atomic import fsync_directory
 from training.batch import PairBatch
 from training.errors import InputError
 from training.hashing import hash_tokens
@@ -37,14 +38,6 @@ FORMAT = "moses-reorder-store"
 VERSION = 1
 SENTENCE_ARRAYS = ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets", "align", "align_offsets")
 CHUNK_ARRAYS = ("sentence", "src_start", "src_end", "tgt_start", "tgt_end", "labels")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _save(path: Path, array: np.ndarray) -> None:
@@ -120,9 +113,9 @@ class StoreWriter:
                 "chunks": self.chunks}
         _write_text(self.tmp / "store.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
         for directory in [self.tmp, *[p for p in self.tmp.iterdir() if p.is_dir()]]:
-            _fsync_dir(directory)
+            fsync_directory(directory)
         os.rename(self.tmp, self.out)
-        _fsync_dir(self.out.parent if str(self.out.parent) else Path("."))
+        fsync_directory(self.out.parent if str(self.out.parent) else Path("."))
         return self.out
 
 
@@ -230,8 +223,9 @@ class ExampleStore:
         return tuple(self.meta["models"])
 
     def _vocab(self, side: str) -> list[str]:
-        text = (self.path / f"vocab.{side}.txt").read_text(encoding="utf-8")
-        return text.split("\n")[:-1]  # tokens may contain any character but '\n', ' ' and '\t'
+        # newline="": a token may hold '\r' or any character but '\n', ' ' and '\t'.
+        with open(self.path / f"vocab.{side}.txt", encoding="utf-8", newline="") as fh:
+            return fh.read().split("\n")[:-1]
 
     @cached_property
     def src_vocab(self) -> list[str]:

@@ -28,16 +28,9 @@ from training.families.calibration import log_loss
 from training.featurespec import FeatureSpec
 from training.model import write_model
 from training.mosestype import MosesType, type_labels
+from training.split import heldout_sentences
 from training.store import ExampleStore
 from training.vocab import DEFAULT_THRESHOLD, build_matrix
-
-try:  # helper "align" owns the split; until it lands, the same rule locally.
-    from training.split import heldout_sentences
-except ImportError:  # pragma: no cover - removed once training/split.py is on main
-    def heldout_sentences(n_sentences: int, fraction: float = 0.1) -> np.ndarray:
-        mask = np.zeros(n_sentences, dtype=bool)
-        mask[n_sentences - min(n_sentences, int(n_sentences * fraction + 0.5)):] = True
-        return mask
 
 
 @dataclass(frozen=True)
@@ -214,7 +207,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     write_model(out, family=family, moses_type=str(mtype), keys=keys, weights=weights, bias=bias,
                 features=spec, threshold=threshold, link=FAMILIES[family].link,
                 trainer=f"{type(models[0]).__module__}.{type(models[0]).__name__} (moses-reorder {__version__})",
-                hyperparameters=_jsonable(models[0].get_params()),
+                hyperparameters=_jsonable({k: v for k, v in models[0].get_params().items() if k != "verbose"}),
                 corpus_fingerprint=corpus.get("sha256", "") if isinstance(corpus, dict) else str(corpus),
                 training_seconds=time.perf_counter() - start, extras=arrays or None, float16=float16,
                 metadata=_jsonable(metadata))

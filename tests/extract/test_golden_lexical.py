@@ -69,8 +69,18 @@ def test_f_table_is_keyed_by_source_phrase(store_all, tmp_path):
     assert f_counts.counts.sum() == fe_counts.counts.sum() == 2 * store_all.n_examples
 
 
-def test_pair_keys_of_a_batch_equal_the_store_keys(store_all):
-    """The served lexical model keys a request's pairs exactly as the table's counts are keyed."""
-    counts = count_pairs(store_all, MosesType.parse("wbe-msd-backward-fe"))
-    chunk = next(store_all.iter_chunks())
-    assert np.array_equal(pair_keys(chunk.batch), counts.keys[counts.pair_of_example[chunk.examples]])
+def test_a_request_finds_its_training_pair(store_all, slice_2k):
+    """A scoring request built from plain strings (the server's path) keys its phrase pairs
+    exactly as the table's counts are keyed, for fe and for f types."""
+    from training.request import batch_from_strings
+
+    src_lines = slice_2k["src"].read_text(encoding="utf-8").split("\n")
+    tgt_lines = slice_2k["tgt"].read_text(encoding="utf-8").split("\n")
+    rows = store_all.example_rows()
+    for language in ("fe", "f"):
+        counts = count_pairs(store_all, MosesType.parse(f"wbe-msd-backward-{language}"))
+        for example in range(0, store_all.n_examples, 4099):
+            s, s0, s1, t0, t1 = rows[example].tolist()
+            batch = batch_from_strings(src_lines[s].split(), [(s0, s1, tgt_lines[s].split()[t0:t1], [])])
+            key = pair_keys(batch, with_target=language == "fe")[0]
+            assert key == counts.keys[counts.pair_of_example[example]]

@@ -104,3 +104,16 @@ def test_help(command, capsys):
         main([command, "--help"])
     assert exc.value.code == 0
     assert "Exit codes" in capsys.readouterr().out
+
+
+def test_odd_tokens_survive_the_store(tmp_path):
+    """Tokens holding '\\r', U+2028, U+0085 or U+3000 come back from vocab files unchanged."""
+    from training.store import ExampleStore
+
+    files = write(tmp_path, src="a\r b\u2028 c\x85\n\u3000d e\n", tgt="x y\nz\n", align="0-0 2-1\n0-0 1-0\n")
+    out = tmp_path / "store"
+    assert run_extract(files, out) == 0
+    corpus = read_corpus(files["src"], files["tgt"], files["align"])
+    store = ExampleStore.open(out)
+    assert store.src_vocab == corpus.src_vocab == ["a\r", "b\u2028", "c\x85", "\u3000d", "e"]
+    assert store.n_examples > 0

@@ -12,6 +12,8 @@ import os
 import datetime as _dt
 import sys
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,7 @@ from training.extract import (DEFAULT_MAX_PHRASE_LENGTH, DEFAULT_MODELS, Extract
 from training.mosesformat import MosesTextRenderer
 from training.store import StoreWriter
 
-DEFAULT_CHUNK_EXAMPLES = 2_000_000
+DEFAULT_CHUNK_EXAMPLES = 1_000_000
 
 
 def store_meta(corpus: Corpus, models: tuple[ExtractModel, ...], max_phrase_length: int,
@@ -52,11 +54,24 @@ def build_store(corpus: Corpus, models: tuple[ExtractModel, ...], out: str | Pat
                 max_phrase_length: int = DEFAULT_MAX_PHRASE_LENGTH,
                 max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH,
                 chunk_examples: int = DEFAULT_CHUNK_EXAMPLES, moses_format: bool = False,
-                progress: bool = True) -> dict:
-    """Extract every sentence of `corpus` into a new store at `out`; returns its metadata."""
+                progress: bool = True, threads: int = 1) -> dict:
+    """Extract every sentence of `corpus` into a new store at `out`; returns its metadata.
+
+    Blocks of sentences go through the nogil kernels on `threads` worker threads; this
+    thread writes their results in corpus order, so the store is the same for any count.
+    """
     renderer = MosesTextRenderer(corpus, models) if moses_format else None
     meta = store_meta(corpus, models, max_phrase_length, max_sentence_length, chunk_examples)
-    with StoreWriter(out) as writer:
+
+    def work(first: int, stop: int):
+        rows, labels = extract_sentences(corpus, models, first, stop, max_phrase_length)
+        text = (renderer.extract_lines(rows), renderer.orientation_lines(rows, labels)) if renderer else ()
+        return rows, labels, text
+
+    # Blocks small enough that a chunk overshoots chunk_examples by little.
+    block = int(np.clip(chunk_examples // 64, 16, 4096))
+    starts = iter(range(0, corpus.n_sentences, block))
+    with StoreWriter(out) as writer, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         writer.write_corpus(corpus)
         text_files = ([open(writer.path("extract"), "wb"), open(writer.path("extract.o"), "wb")]
                       if renderer else [])
@@ -66,22 +81,30 @@ def build_store(corpus: Corpus, models: tuple[ExtractModel, ...], out: str | Pat
             pending = 0
             bar = tqdm(total=corpus.n_sentences, unit="sent", desc="extract", disable=not progress,
                        file=sys.stderr)
-            # Blocks small enough that a chunk overshoots chunk_examples by little.
-            block = int(np.clip(chunk_examples // 64, 16, 4096))
-            for first in range(0, corpus.n_sentences, block):
-                stop = min(first + block, corpus.n_sentences)
-                rows, labels = extract_sentences(corpus, models, first, stop, max_phrase_length)
-                if renderer:
-                    text_files[0].write(renderer.extract_lines(rows))
-                    text_files[1].write(renderer.orientation_lines(rows, labels))
+            in_flight: deque = deque()
+
+            def submit_next() -> None:
+                first = next(starts, None)
+                if first is not None:
+                    stop = min(first + block, corpus.n_sentences)
+                    in_flight.append((pool.submit(work, first, stop), stop - first))
+
+            for _ in range(2 * max(1, threads)):
+                submit_next()
+            while in_flight:
+                future, n_sentences = in_flight.popleft()
+                rows, labels, text = future.result()
+                submit_next()
+                for fh, data in zip(text_files, text):
+                    fh.write(data)
                 if len(rows):
                     pending_rows.append(rows)
                     pending_labels.append(labels)
                     pending += len(rows)
-                if pending >= chunk_examples or (stop == corpus.n_sentences and pending):
+                if pending and (pending >= chunk_examples or not in_flight):
                     writer.add_chunk(np.concatenate(pending_rows), np.concatenate(pending_labels))
                     pending_rows, pending_labels, pending = [], [], 0
-                bar.update(stop - first)
+                bar.update(n_sentences)
                 bar.set_postfix(examples=writer.n_examples + pending, refresh=False)
             bar.close()
             for fh in text_files:
@@ -105,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     corpus = read_corpus(args.src, args.tgt, args.align, max_sentence_length=args.max_sentence_length)
     meta = build_store(corpus, models, args.out, max_phrase_length=args.max_phrase_length,
                        max_sentence_length=args.max_sentence_length, chunk_examples=args.chunk_examples,
-                       moses_format=args.moses_format, progress=not args.quiet)
+                       moses_format=args.moses_format, progress=not args.quiet, threads=args.threads)
     seconds = time.perf_counter() - started
     if not args.quiet:
         print(f"extract: {meta['counts']['sentences']} sentence pairs -> {meta['counts']['examples']} examples "
@@ -142,5 +165,8 @@ def register(subparsers) -> None:
                    help="examples per store chunk, whole sentences (default %(default)s)")
     p.add_argument("--moses-format", action="store_true",
                    help="also write Moses's `extract` and `extract.o` text files into the store directory")
+    p.add_argument("--threads", type=_positive, default=1,
+                   help="worker threads for the extraction kernels (default %(default)s); "
+                        "the store is identical for any count")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)

@@ -17,9 +17,11 @@ Which examples leave the active set (`shrinking`):
   there, see benchmarks/RESULTS-trainers.md).
 - "bound" (default): the example's classes are all but one pinned at their bound with
   a gradient that keeps them there (LIBLINEAR's test), i.e. eq. 12 holds exactly and
-  stays robust to small changes of w. Same optimum, same certificate. Weights are feature-major [F+1, K] float64
-during training so that one sparse row touches K contiguous numbers; the squared row
-norms x_i.x_i (A in eq. 10) are computed once.
+  stays robust to small changes of w. Same optimum, same certificate.
+
+Weights are feature-major [F+1, K] float64 during training so that one sparse row
+touches K contiguous numbers; the squared row norms x_i.x_i (A in eq. 10) are computed
+once.
 
 Bias: like LIBLINEAR's `-B b`, a constant feature of value `bias` is appended to every
 row (virtually: the kernel adds it, X is not copied), so the intercept is b * w_{F} and

@@ -1,0 +1,93 @@
+"""The main job end to end: corpus -> store -> Moses table -> models -> report, and re-runs."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.cli import main
+from training.model import load_model
+from training.pipeline import EMBEDDED_CORPUS, run_pipeline
+from training.store import ExampleStore
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory) -> Path:
+    """The first 600 pairs of the embedded corpus, as a corpus directory of its own."""
+    corpus = tmp_path_factory.mktemp("corpus") / "tanaka-600"
+    corpus.mkdir()
+    for suffix in ("ja", "en", "align"):
+        lines = (EMBEDDED_CORPUS / f"train.{suffix}").read_text(encoding="utf-8").splitlines(keepends=True)
+        (corpus / f"train.{suffix}").write_text("".join(lines[:600]), encoding="utf-8")
+    return corpus
+
+
+def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["pipeline", "--corpus", str(small_corpus), "--out", str(out),
+                 "--families", "nb-map,lexical", "--type", "wbe-msd-bidirectional-fe"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| nb-map | S7 |" in printed and "| lexical |" in printed
+    assert (out / "report.md").read_text(encoding="utf-8") in printed
+
+    store = ExampleStore.open(out / "store")
+    assert store.n_sentences == 600 and "wbe-msd" in store.models
+    with gzip.open(out / "reordering-table.wbe-msd-bidirectional-fe.gz", "rt", encoding="utf-8") as fh:
+        first = fh.readline().split(" ||| ")
+    assert len(first) == 3 and len(first[2].split()) == 6
+
+    for family in ("nb-map", "lexical"):
+        model = load_model(out / "models" / f"tanaka-600-{family}" / "1" / "model.mrw")
+        assert model.moses_type == "wbe-msd-bidirectional-fe"
+        chunk = next(store.iter_chunks())
+        probs = model.predict_proba(chunk.batch)
+        assert probs.shape == (chunk.batch.n_pairs, 6)
+        np.testing.assert_allclose(probs[:, :3].sum(axis=1), 1.0, rtol=1e-5)
+        np.testing.assert_allclose(probs[:, 3:].sum(axis=1), 1.0, rtol=1e-5)
+    assert not (out / "runs").exists()
+
+
+def test_rerun_reuses_the_store_and_publishes_a_new_version(small_corpus, tmp_path):
+    out = tmp_path / "run"
+    logs: list[str] = []
+    for _ in range(2):
+        run_pipeline(small_corpus, out, families=["nb-bayes"], moses_type="wbe-msd-backward-fe", log=logs.append)
+    assert any("reusing the example store" in line for line in logs)
+    versions = sorted(p.name for p in (out / "models" / "tanaka-600-nb-bayes").iterdir())
+    assert versions == ["1", "2"]
+
+
+def test_a_store_of_another_corpus_is_never_overwritten(small_corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    run_pipeline(small_corpus, out, families=["nb-map"], moses_type="wbe-msd-backward-fe", log=lambda _: None)
+    other = tmp_path / "other"
+    shutil.copytree(small_corpus, other)
+    for suffix in ("ja", "en", "align"):  # the same corpus less its last pair
+        lines = (other / f"train.{suffix}").read_text(encoding="utf-8").splitlines(keepends=True)
+        (other / f"train.{suffix}").write_text("".join(lines[:-1]), encoding="utf-8")
+    before = (out / "store" / "store.json").read_bytes()
+    code = main(["pipeline", "--corpus", str(other), "--out", str(out), "--families", "nb-map",
+                 "--type", "wbe-msd-backward-fe"])
+    assert code == 3
+    assert "another corpus" in capsys.readouterr().err
+    assert (out / "store" / "store.json").read_bytes() == before
+
+
+def test_missing_corpus_file_names_it(tmp_path, capsys):
+    (tmp_path / "train.ja").write_text("a\n", encoding="utf-8")
+    assert main(["pipeline", "--corpus", str(tmp_path), "--out", str(tmp_path / "out")]) == 3
+    assert "train.en" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["pipeline", "extract", "align", "lexical", "features", "train",
+                                     "eval", "experiment", "inspect", "serve"])
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    assert "usage: moses-reorder " + command in capsys.readouterr().out

@@ -1,0 +1,127 @@
+"""The main job: aligned corpus -> store -> Moses table -> every family -> served models.
+
+`moses-reorder pipeline` strings the other stages together so that one command turns
+a corpus into a model repository that `moses-reorder serve` can load as it is, plus the
+evaluation table that says which model to use. It owns no algorithm: extraction,
+counting, training and scoring are the same functions the single-stage commands call.
+Re-running it on the same corpus reuses the example store and publishes every model as
+a new version (ROOT/<name>/<version+1>/), which a running server picks up; it never
+deletes or overwrites what an earlier run wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from training.errors import InputError
+
+EMBEDDED_CORPUS = Path(__file__).resolve().parent / "data" / "tanaka-3k"
+MODEL_FILE = "model.mrw"
+
+
+@dataclass(frozen=True)
+class CorpusFiles:
+    src: Path
+    tgt: Path
+    align: Path
+
+    @classmethod
+    def locate(cls, corpus: Path, src_lang: str, tgt_lang: str) -> "CorpusFiles":
+        files = cls(corpus / f"train.{src_lang}", corpus / f"train.{tgt_lang}", corpus / "train.align")
+        for path in (files.src, files.tgt, files.align):
+            if not path.is_file():
+                raise InputError(f"corpus file missing (a corpus directory holds train.{src_lang}, "
+                                 f"train.{tgt_lang} and train.align; see --src-lang/--tgt-lang)", path)
+        return files
+
+
+def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_phrase_length: int,
+                 log: Callable[[str], None]) -> None:
+    """Build the store, or reuse it if it holds this corpus, these settings and the labels."""
+    from training.commands.extract import build_store
+    from training.corpus import read_corpus
+    from training.extract import parse_models
+    from training.store import ExampleStore
+
+    corpus = read_corpus(files.src, files.tgt, files.align)
+    if (store_dir / "store.json").is_file():
+        store = ExampleStore.open(store_dir)
+        same_corpus = (store.meta.get("corpus") or {}).get("sha256") == corpus.fingerprint["sha256"]
+        same_length = (store.meta.get("settings") or {}).get("max_phrase_length") == max_phrase_length
+        if same_corpus and same_length and extract_model in store.models:
+            log(f"pipeline: reusing the example store {store_dir} (same corpus and settings)")
+            return
+        raise InputError("holds an example store of another corpus or other settings; "
+                         "choose another --out or remove it", store_dir)
+    log(f"pipeline: extracting {corpus.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
+    build_store(corpus, parse_models([extract_model]), store_dir, max_phrase_length=max_phrase_length,
+                progress=sys.stderr.isatty())
+
+
+def next_version(model_dir: Path) -> int:
+    """One more than the highest numeric version directory (1 for a new model)."""
+    versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()] \
+        if model_dir.is_dir() else []
+    return max(versions, default=0) + 1
+
+
+def publish(model_file: Path, models_root: Path, name: str) -> Path:
+    """Move a finished weight file into ROOT/<name>/<next version>/ in one rename.
+
+    The version directory is assembled under a hidden name and renamed into place, so a
+    polling server never sees a half-copied version.
+    """
+    model_dir = models_root / name
+    model_dir.mkdir(parents=True, exist_ok=True)
+    version = next_version(model_dir)
+    staging = model_dir / f".staging-{version}-{os.getpid()}"
+    staging.mkdir()
+    os.replace(model_file, staging / MODEL_FILE)
+    os.replace(staging, model_dir / str(version))
+    return model_dir / str(version) / MODEL_FILE
+
+
+def run_pipeline(corpus: Path, out: Path, *, src_lang: str = "ja", tgt_lang: str = "en",
+                 moses_type: str = "hier-msd-bidirectional-fe", features: str = "S7",
+                 families: list[str] | None = None, name: str | None = None,
+                 max_phrase_length: int = 7, heldout_fraction: float = 0.1,
+                 log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run every stage; returns the rows of the evaluation table and where things went."""
+    from training.families import FAMILIES
+    from training.lexical import build_table
+    from training.mosestype import MosesType
+    from training.report import study_table
+    from training.studies import run_experiment
+
+    mtype = MosesType.parse(moses_type)
+    families = list(FAMILIES) if families is None else families
+    name = name or corpus.resolve().name
+    files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
+    out.mkdir(parents=True, exist_ok=True)
+    store_dir = out / "store"
+    ensure_store(files, store_dir, mtype.extract_model, max_phrase_length, log)
+
+    table = out / f"reordering-table.{mtype}.gz"
+    log(f"pipeline: Moses lexicalized table -> {table}")
+    from training.store import ExampleStore
+    build_table(ExampleStore.open(store_dir), mtype, table)
+
+    runs = out / "runs"
+    rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],
+                          moses_type=str(mtype), heldout_fraction=heldout_fraction, log=log)
+    models_root = out / "models"
+    for row in rows:
+        row["published"] = str(publish(Path(row["model"]), models_root, f"{name}-{row['family']}"))
+    shutil.rmtree(runs, ignore_errors=True)
+
+    header = (f"Held-out: last {heldout_fraction:g} of the sentences of {corpus}; {mtype}, "
+              f"{rows[0]['direction']} direction; time = training seconds\n\n")
+    report = header + study_table(rows, list(mtype.classes)) + "\n"
+    (out / "report.md").write_text(report, encoding="utf-8")
+    return {"rows": rows, "report": report, "models_root": str(models_root), "table": str(table),
+            "store": str(store_dir)}
