@@ -37,3 +37,20 @@ def golden_dir() -> Path:
 @pytest.fixture(scope="session")
 def embedded_dir() -> Path:
     return _require(EMBEDDED)
+
+
+GOLDEN_LINES = 2000
+
+
+@pytest.fixture(scope="session")
+def slice_2k(ja_en_dir: Path, tmp_path_factory) -> dict[str, Path]:
+    """First 2000 lines of train.{ja,en,align} (what the golden files were made from):
+    source=ja (Moses's F), target=en (E)."""
+    out = tmp_path_factory.mktemp("ja-en-2k")
+    paths = {}
+    for side, ext in (("src", "ja"), ("tgt", "en"), ("align", "align")):
+        with open(ja_en_dir / f"train.{ext}", "rb") as fh:
+            lines = [next(fh) for _ in range(GOLDEN_LINES)]
+        paths[side] = out / f"train.{ext}"
+        paths[side].write_bytes(b"".join(lines))
+    return paths

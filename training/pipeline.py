@@ -54,11 +54,11 @@ def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_ph
         same_corpus = (store.meta.get("corpus") or {}).get("sha256") == corpus.fingerprint["sha256"]
         same_length = (store.meta.get("settings") or {}).get("max_phrase_length") == max_phrase_length
         if same_corpus and same_length and extract_model in store.models:
-            log(f"pipeline: reusing the example store {store_dir} (same corpus and settings)")
+            log(f"reusing the example store {store_dir} (same corpus and settings)")
             return
         raise InputError("holds an example store of another corpus or other settings; "
                          "choose another --out or remove it", store_dir)
-    log(f"pipeline: extracting {corpus.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
+    log(f"extracting {corpus.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
     build_store(corpus, parse_models([extract_model]), store_dir, max_phrase_length=max_phrase_length,
                 progress=sys.stderr.isatty())
 

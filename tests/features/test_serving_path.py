@@ -46,9 +46,9 @@ def serving_keys(files, store, spec):
 
 
 @pytest.mark.parametrize("name", ["S7", "S6", "S15", "words,pair"])
-def test_serving_equals_training(slice_2k_files, store_2k, name):
+def test_serving_equals_training(slice_2k, store_2k, name):
     spec = FeatureSpec.parse(name)
-    served = serving_keys(slice_2k_files, store_2k, spec)
+    served = serving_keys(slice_2k, store_2k, spec)
     assert len(served) == store_2k.n_examples > 60_000
     row = 0
     for chunk in store_2k.iter_chunks():

@@ -9,17 +9,8 @@ import argparse
 import sys
 import time
 
+from training.commands.argtypes import whole_number
 from training.symmetrize import METHODS
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,9 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="A", help="Pharaoh alignment to write (replaced atomically)")
     p.add_argument("--symmetrization", default="grow-diag-final-and", choices=list(METHODS),
                    help="how to combine the two directions, as Moses's symal (default: %(default)s)")
-    p.add_argument("--samplers", type=_positive_int, default=3, metavar="N",
+    p.add_argument("--samplers", type=whole_number(1), default=3, metavar="N",
                    help="independent eflomal samplers whose counts are combined (default: %(default)s)")
-    p.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--threads", type=whole_number(1), default=None, metavar="N",
                    help="OpenMP threads for eflomal (default: OMP_NUM_THREADS or all cores)")
     p.add_argument("--verbose", action="store_true", help="show eflomal's own progress output")
     p.set_defaults(func=run)

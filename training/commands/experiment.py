@@ -19,15 +19,6 @@ DEFAULT_FAMILIES = "lexical,nb-map,nb-bayes,maxent"
 DEFAULT_FEATURES = "S2,S4,S7"
 
 
-def _corpus_files(corpus: Path, src: str, tgt: str) -> tuple[Path, Path, Path]:
-    files = (corpus / f"train.{src}", corpus / f"train.{tgt}", corpus / "train.align")
-    for path in files:
-        if not path.is_file():
-            raise InputError(f"corpus file missing (expected train.{src}, train.{tgt}, train.align; "
-                             "see --src-lang/--tgt-lang)", path)
-    return files
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "experiment", help="families x feature sets on a held-out split, one Markdown table",
@@ -71,21 +62,17 @@ def _params(items: list[str]) -> dict[str, dict[str, object]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.commands.extract import build_store
-    from training.corpus import read_corpus
-    from training.extract import parse_models
     from training.mosestype import MosesType
+    from training.pipeline import CorpusFiles, ensure_store
     from training.report import study_table
     from training.studies import run_experiment
 
     mtype = MosesType.parse(args.moses_type)
     work = Path(args.work)
     store = work / "store"
-    if not (store / "store.json").is_file():
-        src, tgt, align = _corpus_files(Path(args.corpus), args.src_lang, args.tgt_lang)
-        work.mkdir(parents=True, exist_ok=True)
-        print(f"experiment: extracting {args.corpus} ({mtype.extract_model}) into {store}", file=sys.stderr)
-        build_store(read_corpus(src, tgt, align), parse_models([mtype.extract_model]), store, progress=False)
+    work.mkdir(parents=True, exist_ok=True)
+    ensure_store(CorpusFiles.locate(Path(args.corpus), args.src_lang, args.tgt_lang), store,
+                 mtype.extract_model, 7, log=lambda line: print(line, file=sys.stderr))
     features = args.features.split(";") if ";" in args.features else args.features.split(",")
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     rows = run_experiment(store, work / "models", families=families, feature_sets=[f.strip() for f in features],

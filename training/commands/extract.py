@@ -20,6 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from training import __version__
+from training.commands.argtypes import whole_number
 from training.corpus import DEFAULT_MAX_SENTENCE_LENGTH, Corpus, read_corpus
 from training.extract import (DEFAULT_MAX_PHRASE_LENGTH, DEFAULT_MODELS, ExtractModel,
                               extract_sentences, model_table, parse_models)
@@ -137,13 +138,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "extract", help="extract phrase pairs with Moses's orientation labels into an example store",
@@ -157,15 +151,15 @@ def register(subparsers) -> None:
     p.add_argument("--model", action="append", metavar="M",
                    help="Moses extraction model {wbe|phrase|hier}-{msd|mslr|mono}; repeatable "
                         f"(default {DEFAULT_MODELS[0]})")
-    p.add_argument("--max-phrase-length", type=_positive, default=DEFAULT_MAX_PHRASE_LENGTH,
+    p.add_argument("--max-phrase-length", type=whole_number(1), default=DEFAULT_MAX_PHRASE_LENGTH,
                    help="maximum phrase length on either side (Moses's MAXLEN, default %(default)s)")
-    p.add_argument("--max-sentence-length", type=_positive, default=DEFAULT_MAX_SENTENCE_LENGTH,
+    p.add_argument("--max-sentence-length", type=whole_number(1), default=DEFAULT_MAX_SENTENCE_LENGTH,
                    help="refuse longer sentences (default %(default)s, at most 32767)")
-    p.add_argument("--chunk-examples", type=_positive, default=DEFAULT_CHUNK_EXAMPLES,
+    p.add_argument("--chunk-examples", type=whole_number(1), default=DEFAULT_CHUNK_EXAMPLES,
                    help="examples per store chunk, whole sentences (default %(default)s)")
     p.add_argument("--moses-format", action="store_true",
                    help="also write Moses's `extract` and `extract.o` text files into the store directory")
-    p.add_argument("--threads", type=_positive, default=1,
+    p.add_argument("--threads", type=whole_number(1), default=1,
                    help="worker threads for the extraction kernels (default %(default)s); "
                         "the store is identical for any count")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")

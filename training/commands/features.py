@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from training.commands.argtypes import fraction, whole_number
 from training.featurespec import FeatureSpec
 from training.store import ExampleStore
 from training.vocab import DEFAULT_THRESHOLD, build_matrix
@@ -30,20 +31,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {value}")
-    return value
-
-
-def _threshold(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "features", help="build and cache the feature matrix of an example store",
@@ -54,9 +41,9 @@ def register(subparsers) -> None:
     p.add_argument("--features", required=True, metavar="SPEC",
                    help="S1..S15, or templates (words, boundaries, alignments, pair) with context=0..3 "
                         "and anova=1|2|le2, comma-separated")
-    p.add_argument("--threshold", type=_threshold, default=DEFAULT_THRESHOLD,
+    p.add_argument("--threshold", type=whole_number(0), default=DEFAULT_THRESHOLD,
                    help="keep features seen more than this many times (default %(default)s, as the papers)")
-    p.add_argument("--heldout", type=_fraction, default=0.0, metavar="FRACTION",
+    p.add_argument("--heldout", type=fraction, default=0.0, metavar="FRACTION",
                    help="count the vocabulary without the last FRACTION of sentences (the held-out split "
                         "of eval/experiment; default 0: all sentences)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")

@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from training.commands.argtypes import fraction, whole_number
 from training.pipeline import EMBEDDED_CORPUS
 
 
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--features", default="S7", help="feature set, S1..S15 or a combination (default S7)")
     p.add_argument("--families", help="comma-separated families (default: all)")
     p.add_argument("--name", help="model name prefix in the repository (default: the corpus directory's name)")
-    p.add_argument("--max-phrase-length", type=int, default=7, help="maximum phrase length (default 7)")
-    p.add_argument("--heldout-fraction", type=float, default=0.1,
+    p.add_argument("--max-phrase-length", type=whole_number(1), default=7, help="maximum phrase length (default 7)")
+    p.add_argument("--heldout-fraction", type=fraction, default=0.1,
                    help="last fraction of sentences held out for evaluation (default 0.1)")
     p.set_defaults(func=run)

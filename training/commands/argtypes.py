@@ -1,0 +1,35 @@
+"""argparse value types shared by the subcommands, so a bad number reads the same everywhere.
+
+argparse turns an ArgumentTypeError into a usage error (exit 2) naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An int option that must be at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
+
+
+def fraction(text: str) -> float:
+    """A float option in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), not {value}")
+    return value
