@@ -1,0 +1,1 @@
+"""Package for the reordering.v1 generated modules."""

@@ -1,0 +1,371 @@
+"""The model repository: ROOT/<name>/<version>/model.<ext>, loaded, validated and hot-swapped.
+
+Layout as in Triton: a model name is a directory, a version is a positive-integer
+subdirectory holding exactly one `model.*` weight file. A scan (polling thread or the
+admin Reload RPC) loads new versions completely -- mmap, checksum, schema check and a
+one-pair warm-up score -- before publishing a new immutable `ModelSnapshot` by a single
+reference assignment. A request takes the snapshot once and keeps its `ServedModel`, so
+it finishes on the version it started with even if that version is unloaded meanwhile
+(the mmap lives as long as a reference does). The newest `keep_versions` loadable
+versions stay loaded for clients that pinned one. A broken file leaves what was serving
+in place and is recorded as FAILED (shown by GetModel, logged); it is retried only when
+the file changes. A name's schema (Moses type, classes, directions, outputs) is fixed
+while any version of it is served: a version with another schema is refused.
+
+This module must not read weight files or compute features itself: `training.model`
+and `training.request` do that. It knows nothing of gRPC.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from training.errors import InputError
+from training.model import LoadedModel, load_model
+from training.mosestype import MosesType
+from training.request import batch_from_request_arrays
+
+from server.logs import log_event
+
+LOADED, FAILED, UNLOADED = "LOADED", "FAILED", "UNLOADED"
+MODEL_STEM = "model"
+
+
+class UnknownModel(LookupError):
+    """No model of that name in the repository."""
+
+
+class VersionNotLoaded(LookupError):
+    """The name exists but the requested version is not loaded (or nothing is)."""
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What a decoder relies on; may not change while a name is served."""
+
+    moses_type: str
+    classes: tuple[str, ...]
+    directions: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"{self.moses_type} (outputs {', '.join(self.outputs)})"
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One loaded, validated version. Immutable; shared by every request that uses it."""
+
+    name: str
+    version: int
+    path: Path
+    model: LoadedModel
+    schema: Schema
+    family: str
+    metadata_json: str
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """What the repository knows about one version directory."""
+
+    version: int
+    state: str                      # LOADED, FAILED or UNLOADED
+    message: str = ""
+    signature: tuple | None = None  # (file name, size, mtime_ns, inode) of the file tried
+
+
+@dataclass(frozen=True)
+class ModelSnapshot:
+    """Immutable view of one name: its loaded versions and every version's status."""
+
+    name: str
+    loaded: Mapping[int, ServedModel]
+    records: Mapping[int, VersionRecord]
+    schema: Schema | None
+
+    @property
+    def loaded_versions(self) -> tuple[int, ...]:
+        return tuple(sorted(self.loaded))
+
+    @property
+    def newest(self) -> ServedModel | None:
+        return self.loaded[max(self.loaded)] if self.loaded else None
+
+    def resolve(self, version: int) -> ServedModel:
+        """The newest loaded version (version 0) or exactly `version`."""
+        if version == 0:
+            served = self.newest
+            if served is None:
+                raise VersionNotLoaded(f"model {self.name!r} has no loaded version ({self.failure_summary()})")
+            return served
+        served = self.loaded.get(version)
+        if served is None:
+            record = self.records.get(version)
+            why = f"its state is {record.state}" + (f": {record.message}" if record.message else "") \
+                if record else "no such version directory"
+            raise VersionNotLoaded(
+                f"model {self.name!r} version {version} is not loaded ({why}); "
+                f"loaded versions: {list(self.loaded_versions) or 'none'}")
+        return served
+
+    def failure_summary(self) -> str:
+        failed = [f"v{r.version}: {r.message}" for r in sorted(self.records.values(), key=lambda r: r.version)
+                  if r.state == FAILED]
+        return "; ".join(failed) if failed else "no version directory holds a model file"
+
+
+def _file_signature(path: Path) -> tuple:
+    st = path.stat()
+    return (path.name, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _warmup_arrays() -> dict:
+    """A one-token sentence with one one-word pair: the smallest request there is."""
+    u32 = np.uint32
+    return {
+        "token_bytes": b"a",
+        "token_offsets": np.array([0, 1], dtype=u32),
+        "source": np.array([0], dtype=u32),
+        "span_start": np.array([0], dtype=u32),
+        "span_end": np.array([1], dtype=u32),
+        "target_offsets": np.array([0, 1], dtype=u32),
+        "target_tokens": np.array([0], dtype=u32),
+        "align_offsets": np.array([0, 1], dtype=u32),
+        "align_source": np.array([0], dtype=u32),
+        "align_target": np.array([0], dtype=u32),
+    }
+
+
+def validate_model(model: LoadedModel, path: Path) -> Schema:
+    """Check the model's declared schema against its Moses type and score one pair with it.
+
+    Raises InputError naming the file when anything disagrees, so a bad version is refused
+    before it could serve a single request (and the first real request does not pay for
+    numba's first call).
+    """
+    moses_type = MosesType.parse(str(model.moses_type))
+    schema = Schema(str(moses_type), tuple(model.classes), tuple(model.directions), tuple(model.outputs))
+    expected = Schema(str(moses_type), moses_type.classes, moses_type.directions, moses_type.outputs)
+    if schema != expected:
+        raise InputError(f"schema disagrees with its Moses type {moses_type}: classes {schema.classes}, "
+                         f"directions {schema.directions}, outputs {schema.outputs}; expected "
+                         f"{expected.classes}, {expected.directions}, {expected.outputs}", path)
+    probs = np.asarray(model.predict_proba(batch_from_request_arrays(**_warmup_arrays())))
+    n_classes = len(schema.classes)
+    if probs.shape != (1, len(schema.outputs)) or not np.all(np.isfinite(probs)):
+        raise InputError(f"warm-up score has shape {probs.shape} (expected (1, {len(schema.outputs)})) "
+                         "or is not finite", path)
+    sums = probs.reshape(len(schema.directions), n_classes).sum(axis=1)
+    if not np.allclose(sums, 1.0, atol=1e-3):
+        raise InputError(f"warm-up probabilities do not sum to 1 per direction: {sums.tolist()}", path)
+    return schema
+
+
+def _metadata_json(metadata: Any) -> str:
+    try:
+        return json.dumps(metadata, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return json.dumps({"unserializable_metadata": repr(metadata)})
+
+
+def load_served_model(name: str, version: int, path: Path) -> ServedModel:
+    """Load and validate one version (raises MosesReorderError subclasses on bad files)."""
+    model = load_model(path)
+    schema = validate_model(model, path)
+    return ServedModel(name=name, version=version, path=path, model=model, schema=schema,
+                       family=str(model.family), metadata_json=_metadata_json(model.metadata))
+
+
+def _version_dirs(name_dir: Path) -> dict[int, Path]:
+    """Positive-integer subdirectories in canonical spelling ('7', not '07' or '.tmp-7')."""
+    out = {}
+    for child in name_dir.iterdir():
+        if child.is_dir() and child.name.isdigit() and child.name == str(int(child.name)) and int(child.name) > 0:
+            out[int(child.name)] = child
+    return out
+
+
+def _find_model_file(version_dir: Path) -> Path:
+    candidates = sorted(p for p in version_dir.iterdir()
+                        if p.is_file() and p.name.split(".", 1)[0] == MODEL_STEM and "." in p.name)
+    if not candidates:
+        raise InputError(f"no {MODEL_STEM}.<ext> weight file in the version directory", version_dir)
+    if len(candidates) > 1:
+        raise InputError(f"several model files in one version directory: {[p.name for p in candidates]}",
+                         version_dir)
+    return candidates[0]
+
+
+ChangeListener = Callable[[str, "ModelSnapshot | None"], None]
+
+
+@dataclass
+class ModelRepository:
+    """Scans ROOT and publishes one immutable ModelSnapshot per model name.
+
+    `get` is lock-free (a dict read of a dict that is replaced, never mutated); scans are
+    serialized by a lock so polling and Reload never load the same file twice at once.
+    """
+
+    root: Path
+    keep_versions: int = 2
+    listeners: list[ChangeListener] = field(default_factory=list)
+    loader: Callable[[str, int, Path], ServedModel] = load_served_model
+    on_failure: Callable[[str, int, str], None] | None = None  # (name, version, message), once per bad file
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        if self.keep_versions < 1:
+            raise InputError(f"--keep-versions must be at least 1, got {self.keep_versions}")
+        if not self.root.is_dir():
+            raise InputError("model repository root is not a directory (--models)", self.root)
+        self._snapshots: dict[str, ModelSnapshot] = {}
+        self._scan_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    # -- read side (request path) ------------------------------------------------------
+    def get(self, name: str) -> ModelSnapshot:
+        snapshot = self._snapshots.get(name)
+        if snapshot is None:
+            raise UnknownModel(f"no model named {name!r} in the repository "
+                               f"(models: {sorted(self._snapshots) or 'none'})")
+        return snapshot
+
+    def snapshots(self) -> list[ModelSnapshot]:
+        current = self._snapshots
+        return [current[name] for name in sorted(current)]
+
+    # -- write side (scans) ------------------------------------------------------------
+    def scan(self, name: str | None = None) -> list[ModelSnapshot]:
+        """Bring the served state in line with the files; returns the scanned snapshots.
+
+        With a name, only that model is scanned (UnknownModel if it has no directory).
+        """
+        with self._scan_lock:
+            if not self.root.is_dir():
+                log_event(logging.ERROR, "repository_root_missing", root=str(self.root))
+                return self.snapshots()
+            on_disk = {p.name: p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")}
+            if name is not None:
+                if name not in on_disk:
+                    raise UnknownModel(f"no directory for model {name!r} under {self.root}")
+                names = [name]
+            else:
+                names = sorted(on_disk)
+            updated = dict(self._snapshots)
+            changed: list[tuple[str, ModelSnapshot | None]] = []
+            for model_name in names:
+                before = updated.get(model_name)
+                after = self._scan_one(model_name, on_disk[model_name], before)
+                updated[model_name] = after
+                if after is not before:
+                    changed.append((model_name, after))
+            if name is None:
+                for gone in sorted(set(updated) - set(on_disk)):
+                    del updated[gone]
+                    changed.append((gone, None))
+                    log_event(logging.WARNING, "model_removed", model=gone)
+            self._snapshots = updated  # the atomic swap: one reference assignment
+            for model_name, snapshot in changed:
+                for listener in self.listeners:
+                    listener(model_name, snapshot)
+            return [updated[n] for n in names]
+
+    def _scan_one(self, name: str, name_dir: Path, before: ModelSnapshot | None) -> ModelSnapshot:
+        dirs = _version_dirs(name_dir)
+        old_loaded = dict(before.loaded) if before else {}
+        records = {v: r for v, r in (before.records.items() if before else ()) if v in dirs}
+        loaded = {v: m for v, m in old_loaded.items() if v in dirs}
+        for v in sorted(set(old_loaded) - set(loaded)):
+            log_event(logging.WARNING, "version_removed", model=name, version=v)
+        schema = before.schema if (before and loaded) else None
+        kept: list[int] = []
+        for version in sorted(dirs, reverse=True):
+            if len(kept) == self.keep_versions:
+                break
+            if version in loaded:
+                kept.append(version)
+                continue
+            record, served = self._try_load(name, version, dirs[version], records.get(version), schema)
+            records[version] = record
+            if served is not None:
+                loaded[version] = served
+                if schema is None:
+                    schema = served.schema
+                kept.append(version)
+        older = f"older than the newest {self.keep_versions} loadable versions"
+        for version in sorted(set(loaded) - set(kept)):
+            del loaded[version]
+            records[version] = VersionRecord(version, UNLOADED, older)
+            log_event(logging.INFO, "version_unloaded", model=name, version=version)
+        for version in dirs:
+            if version not in records:
+                records[version] = VersionRecord(version, UNLOADED, older)
+        if not loaded:
+            schema = None
+        snapshot = ModelSnapshot(name, MappingProxyType(loaded), MappingProxyType(records), schema)
+        if before is not None and before.loaded_versions == snapshot.loaded_versions \
+                and dict(before.records) == records:
+            return before  # nothing changed: keep the identical object
+        return snapshot
+
+    def _try_load(self, name: str, version: int, version_dir: Path, previous: VersionRecord | None,
+                  schema: Schema | None) -> tuple[VersionRecord, ServedModel | None]:
+        try:
+            path = _find_model_file(version_dir)
+            signature = _file_signature(path)
+        except (InputError, OSError) as exc:
+            message = str(exc)
+            if previous is None or previous.message != message:
+                log_event(logging.ERROR, "version_failed", model=name, version=version, error=message)
+            return VersionRecord(version, FAILED, message, None), None
+        if previous is not None and previous.state == FAILED and previous.signature == signature:
+            return previous, None  # the same broken file: do not retry until it changes
+        try:
+            served = self.loader(name, version, path)
+            if schema is not None and served.schema != schema:
+                raise InputError(f"schema {served.schema.describe()} differs from the served schema "
+                                 f"{schema.describe()}; a name's schema cannot change while it is "
+                                 "served (use a new model name)", path)
+        except Exception as exc:  # a bad file must never take the server down
+            message = str(exc) or type(exc).__name__
+            log_event(logging.ERROR, "version_failed", model=name, version=version, path=str(path),
+                      error=message, error_type=type(exc).__name__)
+            if self.on_failure is not None:
+                self.on_failure(name, version, message)
+            return VersionRecord(version, FAILED, message, signature), None
+        log_event(logging.INFO, "version_loaded", model=name, version=version, path=str(path),
+                  moses_type=served.schema.moses_type, family=served.family)
+        return VersionRecord(version, LOADED, "", signature), served
+
+    # -- polling -----------------------------------------------------------------------
+    def start_polling(self, seconds: float) -> None:
+        if seconds <= 0 or self._poller is not None:
+            return
+
+        def poll() -> None:
+            while not self._stop.wait(seconds):
+                try:
+                    self.scan()
+                except Exception as exc:  # keep polling whatever one scan hit
+                    log_event(logging.ERROR, "scan_failed", error=str(exc), exc_info=True)
+
+        self._poller = threading.Thread(target=poll, name="model-poller", daemon=True)
+        self._poller.start()
+
+    def stop_polling(self) -> None:
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join(timeout=5)
+            self._poller = None

@@ -1,0 +1,219 @@
+"""The reordering.v1.ReorderingScorer RPCs: Score, GetModel, ListModels, Reload.
+
+Score is the hot path and works on raw bytes both ways: the request's digest keys the
+result cache before anything else is done with it, packed repeated fields become numpy
+arrays without a per-element Python loop, and the probabilities are appended to the
+response as one packed-float field built from the array's bytes (protobuf allows a
+message's fields to be concatenated). Feature extraction and scoring are
+`training.request.batch_from_request_arrays` and `LoadedModel.predict_proba`; this module
+adds status codes, limits, the cache and metrics, and must not compute features itself.
+
+Every handler runs inside `_guarded`: whatever goes wrong in one call becomes a status
+code for that call (INTERNAL with a message for the unexpected), never a dead server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+
+import grpc
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from training.errors import InputError
+from training.request import batch_from_request_arrays
+
+from server.api import SERVICE_NAME, pb
+from server.cache import ResultCache
+from server.logs import log_event
+from server.metrics import ServerMetrics
+from server.repository import ModelRepository, ModelSnapshot, ServedModel, UnknownModel, VersionNotLoaded
+
+# ScoreRequest fields that are packed uint32 arrays, in proto order.
+ARRAY_FIELDS = ("token_offsets", "source", "span_start", "span_end", "target_offsets",
+                "target_tokens", "align_offsets", "align_source", "align_target")
+_PROBABILITIES_TAG = bytes([(4 << 3) | 2])  # ScoreResponse.probabilities, length-delimited
+
+
+class RpcFailure(Exception):
+    """Ends one call with a status code and a message naming what was wrong."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def request_arrays(request: pb.ScoreRequest) -> dict:
+    """The request's fields for batch_from_request_arrays: the token table as bytes, the
+    packed fields as uint32 numpy arrays (upb repeated fields convert without a Python loop)."""
+    arrays: dict = {"token_bytes": request.token_bytes}
+    for name in ARRAY_FIELDS:
+        arrays[name] = np.array(getattr(request, name), dtype=np.uint32)
+    return arrays
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def score_response_bytes(served: ServedModel, probabilities: np.ndarray) -> bytes:
+    """Serialized ScoreResponse: the small fields via protobuf, the floats as raw bytes."""
+    head = pb.ScoreResponse(model=served.name, version=served.version,
+                            outputs=served.schema.outputs).SerializeToString()
+    data = np.ascontiguousarray(probabilities, dtype="<f4").tobytes()
+    if not data:
+        return head
+    return b"".join((head, _PROBABILITIES_TAG, _varint(len(data)), data))
+
+
+def model_info(snapshot: ModelSnapshot, served: ServedModel | None) -> pb.ModelInfo:
+    info = pb.ModelInfo(
+        name=snapshot.name,
+        loaded_versions=snapshot.loaded_versions,
+        status=[pb.VersionStatus(version=r.version, state=r.state, message=r.message)
+                for r in sorted(snapshot.records.values(), key=lambda r: r.version)],
+    )
+    schema = served.schema if served is not None else snapshot.schema
+    if schema is not None:
+        info.moses_type = schema.moses_type
+        info.classes.extend(schema.classes)
+        info.directions.extend(schema.directions)
+        info.outputs.extend(schema.outputs)
+    if served is not None:
+        info.version = served.version
+        info.family = served.family
+        info.metadata_json = served.metadata_json
+    return info
+
+
+class ReorderingService:
+    """Handlers of one server process; thread-safe (shared by the gRPC thread pool)."""
+
+    def __init__(self, repository: ModelRepository, *, metrics: ServerMetrics, cache: ResultCache,
+                 max_pairs: int, enable_admin: bool = False):
+        self.repository = repository
+        self.metrics = metrics
+        self.cache = cache
+        self.max_pairs = max_pairs
+        self.enable_admin = enable_admin
+
+    # -- wiring --------------------------------------------------------------------------
+    def generic_handler(self) -> grpc.GenericRpcHandler:
+        handlers = {
+            # Score takes and returns bytes: no (de)serializer, see the module docstring.
+            "Score": grpc.unary_unary_rpc_method_handler(self._guarded("Score", self.score)),
+            "GetModel": grpc.unary_unary_rpc_method_handler(
+                self._guarded("GetModel", self.get_model),
+                request_deserializer=pb.GetModelRequest.FromString,
+                response_serializer=pb.ModelInfo.SerializeToString),
+            "ListModels": grpc.unary_unary_rpc_method_handler(
+                self._guarded("ListModels", self.list_models),
+                request_deserializer=pb.ListModelsRequest.FromString,
+                response_serializer=pb.ListModelsResponse.SerializeToString),
+            "Reload": grpc.unary_unary_rpc_method_handler(
+                self._guarded("Reload", self.reload),
+                request_deserializer=pb.ReloadRequest.FromString,
+                response_serializer=pb.ReloadResponse.SerializeToString),
+        }
+        return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+    def _guarded(self, method: str, handler: Callable) -> Callable:
+        metrics = self.metrics
+
+        def call(request, context: grpc.ServicerContext):
+            started = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                return handler(request, context)
+            except RpcFailure as failure:
+                code = failure.code
+                context.abort(failure.code, failure.message)
+            except Exception as exc:  # never let one request take the server down
+                code = grpc.StatusCode.INTERNAL
+                log_event(logging.ERROR, "request_failed", exc_info=True, method=method,
+                          error=str(exc), error_type=type(exc).__name__)
+                context.abort(code, f"internal error in {method}: {type(exc).__name__}: {exc}")
+            finally:
+                metrics.requests.labels(method, code.name).inc()
+                metrics.latency.labels(method).observe(time.perf_counter() - started)
+
+        return call
+
+    def _snapshot(self, name: str) -> ModelSnapshot:
+        if not name:
+            raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, "model: empty model name")
+        try:
+            return self.repository.get(name)
+        except UnknownModel as exc:
+            raise RpcFailure(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+
+    def _resolve(self, snapshot: ModelSnapshot, version: int) -> ServedModel:
+        try:
+            return snapshot.resolve(version)
+        except VersionNotLoaded as exc:
+            raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
+
+    # -- RPCs ----------------------------------------------------------------------------
+    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            request = pb.ScoreRequest.FromString(raw)
+        except DecodeError as exc:
+            raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, f"request: not a ScoreRequest ({exc})") from None
+        served = self._resolve(self._snapshot(request.model), request.version)  # held to the end
+        n_pairs = len(request.span_start)
+        if n_pairs > self.max_pairs:
+            raise RpcFailure(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                             f"span_start: {n_pairs} phrase pairs exceed the server's limit of "
+                             f"{self.max_pairs} per request (--max-pairs)")
+        key = None
+        if self.cache.enabled:
+            key = (served.name, served.version, hashlib.blake2b(raw, digest_size=16).digest())
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.metrics.cache_hits.inc()
+                self.metrics.pairs.labels(served.name).inc(n_pairs)
+                return hit
+            self.metrics.cache_misses.inc()
+        try:
+            batch = batch_from_request_arrays(**request_arrays(request))
+        except InputError as exc:
+            raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        if context.time_remaining() <= 0:
+            raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before scoring")
+        probabilities = served.model.predict_proba(batch)
+        body = score_response_bytes(served, probabilities)
+        if key is not None:
+            self.cache.put(key, body)
+        self.metrics.pairs.labels(served.name).inc(n_pairs)
+        return body
+
+    def get_model(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.ModelInfo:
+        snapshot = self._snapshot(request.model)
+        if request.version == 0:
+            return model_info(snapshot, snapshot.newest)
+        return model_info(snapshot, self._resolve(snapshot, request.version))
+
+    def list_models(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> pb.ListModelsResponse:
+        return pb.ListModelsResponse(models=[model_info(s, s.newest) for s in self.repository.snapshots()])
+
+    def reload(self, request: pb.ReloadRequest, context: grpc.ServicerContext) -> pb.ReloadResponse:
+        if not self.enable_admin:
+            raise RpcFailure(grpc.StatusCode.PERMISSION_DENIED,
+                             "Reload is an admin RPC; start the server with --enable-admin to allow it")
+        try:
+            snapshots = self.repository.scan(request.model or None)
+        except UnknownModel as exc:
+            raise RpcFailure(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+        return pb.ReloadResponse(models=[model_info(s, s.newest) for s in snapshots])

@@ -1,0 +1,137 @@
+"""Scoring a PairBatch through a model file equals the textbook computation, in both precisions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from training.errors import ModelFileError
+from training.features import extract_keys
+from training.featurespec import FeatureSpec
+from training.links import LINKS
+from training.model import load_model, write_model
+from training.request import batch_from_strings
+from training.weightfile import read_weight_file, write_weight_file
+
+SOURCE = "彼 は 昨日 東京 へ 行っ た".split()
+PAIRS = [
+    (0, 1, ["he"], [(0, 0)]),
+    (2, 3, ["yesterday"], [(0, 0)]),
+    (3, 5, ["to", "tokyo"], [(0, 1), (1, 0)]),
+    (5, 7, ["went"], [(0, 0), (1, 0)]),
+    (0, 2, ["he"], [(0, 0)]),
+    (4, 5, ["unknown", "words"], []),
+]
+
+
+def reference(keys_vocab, weights, bias, indptr, keys, n_classes):
+    """Dense textbook version: x . W + b, softmax per direction block."""
+    n = indptr.shape[0] - 1
+    scores = np.tile(bias.astype(np.float64), (n, 1))
+    for p in range(n):
+        for k in keys[indptr[p]:indptr[p + 1]]:
+            pos = np.searchsorted(keys_vocab, k)
+            if pos < keys_vocab.shape[0] and keys_vocab[pos] == k:
+                scores[p] += weights[pos]
+    blocks = scores.reshape(n, -1, n_classes)
+    e = np.exp(blocks - blocks.max(axis=2, keepdims=True))
+    return (e / e.sum(axis=2, keepdims=True)).reshape(n, -1)
+
+
+@pytest.fixture()
+def model_parts():
+    batch = batch_from_strings(SOURCE, PAIRS)
+    spec = FeatureSpec.parse("S6")
+    indptr, keys = extract_keys(batch, spec)
+    vocab = np.unique(keys)[::2]  # half the features known, so lookups also miss
+    rng = np.random.default_rng(5)
+    weights = rng.normal(size=(vocab.shape[0], 6)).astype(np.float32)
+    bias = rng.normal(size=6).astype(np.float32)
+    return batch, spec, indptr, keys, vocab, weights, bias
+
+
+@pytest.mark.parametrize("float16", [False, True])
+def test_predict_proba_matches_reference(tmp_path, model_parts, float16):
+    batch, spec, indptr, keys, vocab, weights, bias = model_parts
+    path = tmp_path / "model.mrw"
+    write_model(path, family="maxent", moses_type="hier-msd-bidirectional-fe", keys=vocab, weights=weights,
+                bias=bias, features=spec, threshold=10, hyperparameters={"C": 1.0}, float16=float16)
+    model = load_model(path)
+    assert model.outputs == ("backward.mono", "backward.swap", "backward.disc",
+                             "forward.mono", "forward.swap", "forward.disc")
+    assert model.classes == ("mono", "swap", "disc") and model.directions == ("backward", "forward")
+    assert model.family == "maxent" and model.spec == spec and model.n_features == vocab.shape[0]
+    assert model.metadata["hyperparameters"] == {"C": 1.0} and model.metadata["threshold"] == 10
+    probs = model.predict_proba(batch)
+    assert probs.dtype == np.float32 and probs.shape == (len(PAIRS), 6)
+    used = weights.astype(np.float16).astype(np.float32) if float16 else weights
+    expected = reference(vocab, used, bias, indptr, keys, 3)
+    np.testing.assert_allclose(probs, expected, atol=2e-6)
+    np.testing.assert_allclose(probs.reshape(-1, 2, 3).sum(axis=2), 1.0, atol=1e-6)
+    _, n_found = model.scores(indptr, keys)
+    assert n_found.sum() == np.isin(keys, vocab).sum()
+
+
+def test_float16_file_is_smaller(tmp_path, model_parts):
+    *_, vocab, weights, bias = model_parts
+    sizes = {}
+    for f16 in (False, True):
+        write_model(tmp_path / f"m{f16}", family="svm", moses_type="wbe-msd-backward-fe", keys=vocab,
+                    weights=weights[:, :3], bias=bias[:3], features="S6", threshold=10, float16=f16)
+        sizes[f16] = load_model(tmp_path / f"m{f16}").weights.nbytes
+    assert sizes[True] * 2 == sizes[False]
+
+
+def test_write_model_refuses_inconsistent_arrays(tmp_path, model_parts):
+    *_, vocab, weights, bias = model_parts
+    common = dict(family="svm", features="S7", threshold=10)
+    with pytest.raises(ValueError, match="do not match"):
+        write_model(tmp_path / "m", moses_type="hier-msd-backward-fe", keys=vocab, weights=weights, bias=bias,
+                    **common)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab[::-1], weights=weights,
+                    bias=bias, **common)
+    with pytest.raises(ValueError, match="unknown link"):
+        write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab, weights=weights,
+                    bias=bias, link="no-such-link", **common)
+
+
+def rewrite(tmp_path, change_meta=None, change_arrays=None):
+    """A valid model file with one thing changed, re-checksummed: only the model checks can catch it."""
+    src = tmp_path / "good"
+    rng = np.random.default_rng(0)
+    keys = np.unique(rng.integers(0, 2**63, size=20, dtype=np.uint64))
+    write_model(src, family="svm", moses_type="phrase-mslr-forward-fe", keys=keys,
+                weights=np.zeros((keys.shape[0], 4), np.float32), bias=np.zeros(4, np.float32),
+                features="S7", threshold=10)
+    wf = read_weight_file(src)
+    meta, arrays = dict(wf.metadata), {k: np.array(v) for k, v in wf.arrays.items()}
+    if change_meta:
+        change_meta(meta)
+    if change_arrays:
+        change_arrays(arrays)
+    bad = tmp_path / "bad"
+    write_weight_file(bad, meta, arrays)
+    with pytest.raises(ModelFileError) as info:
+        load_model(bad)
+    return str(info.value)
+
+
+def test_load_refuses_other_hash_scheme(tmp_path):
+    assert "hash scheme" in rewrite(tmp_path, lambda m: m.update(hash_scheme="md5/v0"))
+
+
+def test_load_refuses_unknown_link_and_spec(tmp_path):
+    assert "link" in rewrite(tmp_path, lambda m: m.update(link="mystery"))
+    assert "feature spec" in rewrite(tmp_path, lambda m: m.update(features="S99"))
+
+
+def test_load_refuses_schema_mismatch(tmp_path):
+    assert "disagree" in rewrite(tmp_path, lambda m: m.update(outputs=["a", "b", "c", "d"]))
+    assert "weights" in rewrite(tmp_path, change_arrays=lambda a: a.update(weights=a["weights"][:, :3]))
+    assert "increasing" in rewrite(tmp_path, change_arrays=lambda a: a.update(keys=a["keys"][::-1].copy()))
+    assert "lacks" in rewrite(tmp_path, lambda m: m.pop("family"))
+
+
+def test_softmax_is_registered():
+    assert "softmax" in LINKS

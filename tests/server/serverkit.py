@@ -1,0 +1,146 @@
+"""Helpers for the server tests: real model files, a real server on a loopback port.
+
+Models are written with the real model writer (training.model.write_model) over real
+feature keys: the keys come from training.features.extract_keys on phrase pairs of the
+first sentences of ja-en train (word pairs read off the real alignment), so a request
+built from ja-en sentences hits real rows. Requests are built with
+training.request.request_arrays, and expected scores come from loading the same file
+with training.model.load_model and scoring locally: the server must answer exactly that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from server.api import pb, pb_grpc
+from server.app import ScoringServer, ServeOptions
+from training.features import extract_keys
+from training.featurespec import FeatureSpec
+from training.model import load_model, write_model
+from training.request import batch_from_request_arrays, request_arrays
+
+N_TRAIN = 300
+FEATURES = "S7"  # context size 1 + boundaries + alignments: several templates per pair
+
+
+@dataclass(frozen=True)
+class Sentence:
+    source: list[str]
+    pairs: list[tuple[int, int, list[str], list[tuple[int, int]]]]
+
+
+def _read_lines(path: Path, n: int) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return [next(f).rstrip("\n") for _ in range(n)]
+
+
+def sentences(ja_en_dir: Path, split: str, n: int) -> list[Sentence]:
+    """Word pairs and two-word source spans with their aligned target words, from real data."""
+    ja = _read_lines(ja_en_dir / f"{split}.ja", n)
+    en = _read_lines(ja_en_dir / f"{split}.en", n)
+    align_path = ja_en_dir / f"{split}.align"
+    align = _read_lines(align_path, n) if align_path.exists() else [""] * n
+    out = []
+    for s, t, a in zip(ja, en, align):
+        src, tgt = s.split(), t.split()
+        points = [tuple(map(int, p.split("-"))) for p in a.split()]
+        pairs = []
+        for i, j in points:
+            pairs.append((i, i + 1, [tgt[j]], [(0, 0)]))
+        if not points:  # test split has no alignment: pair each source word with a target word
+            for i in range(len(src)):
+                k = min(i, len(tgt) - 1)
+                pairs.append((i, i + 1, [tgt[k]], [(0, 0)]))
+                if i + 2 <= len(src):
+                    two = tgt[k:k + 2]
+                    pairs.append((i, i + 2, two, [(0, 0), (1, len(two) - 1)]))
+        out.append(Sentence(src, pairs))
+    return out
+
+
+def keys_of(train_sentences: list[Sentence]) -> np.ndarray:
+    """Every feature key the sentences' pairs produce (sorted, unique)."""
+    spec = FeatureSpec.parse(FEATURES)
+    keys = []
+    for s in train_sentences:
+        _, k = extract_keys(batch_from_request_arrays(**request_arrays(s.source, s.pairs)), spec)
+        keys.append(k)
+    return np.unique(np.concatenate(keys))
+
+
+def write_test_model(path: Path, keys: np.ndarray, *, moses_type: str = "hier-msd-bidirectional-fe",
+                     seed: int = 0, family: str = "maxent") -> Path:
+    """A model file over real feature keys with seeded weights (distinct per seed)."""
+    from training.mosestype import MosesType
+
+    n_out = len(MosesType.parse(moses_type).outputs)
+    rng = np.random.default_rng(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_model(path, family=family, moses_type=moses_type, keys=keys,
+                weights=rng.normal(0, 1, size=(keys.shape[0], n_out)).astype(np.float32),
+                bias=rng.normal(0, 0.1, size=n_out).astype(np.float32), features=FEATURES, threshold=0,
+                trainer="tests/server fixture (seeded weights over real keys)")
+    return path
+
+
+def model_path(root: Path, name: str, version: int) -> Path:
+    return root / name / str(version) / "model.mrw"
+
+
+def score_request(sentence: Sentence, model: str, version: int = 0) -> pb.ScoreRequest:
+    return pb.ScoreRequest(model=model, version=version, **request_arrays(sentence.source, sentence.pairs))
+
+
+def expected_scores(path: Path, sentence: Sentence) -> np.ndarray:
+    """What the model file itself says for the sentence: the server must answer exactly this."""
+    return load_model(path).predict_proba(
+        batch_from_request_arrays(**request_arrays(sentence.source, sentence.pairs)))
+
+
+def probabilities(response: pb.ScoreResponse) -> np.ndarray:
+    return np.array(response.probabilities, dtype=np.float32).reshape(-1, len(response.outputs))
+
+
+@dataclass
+class Running:
+    server: ScoringServer
+    channel: grpc.Channel
+    stub: pb_grpc.ReorderingScorerStub
+    address: str
+
+
+@contextlib.contextmanager
+def running_server(root: Path, **options) -> Iterator[Running]:
+    opts = dict(models=root, host="127.0.0.1", port=0, poll_seconds=0, threads=4)
+    opts.update(options)
+    server = ScoringServer(ServeOptions(**opts))
+    port = server.start()
+    address = f"127.0.0.1:{port}"
+    channel = grpc.insecure_channel(address)
+    try:
+        yield Running(server, channel, pb_grpc.ReorderingScorerStub(channel), address)
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def subprocess_env() -> dict[str, str]:
+    """The test's environment; the project root on PYTHONPATH unless the caller set one."""
+    env = dict(os.environ)
+    env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    return env

@@ -1,0 +1,145 @@
+"""`moses-reorder extract`: aligned corpus -> example store (and optionally Moses's text files).
+
+Glue only: read and validate the corpus (training.corpus), run the extraction kernels
+block by block (training.extract), write chunks of whole sentences (training.store) and,
+with --moses-format, Moses's `extract` and `extract.o` text (training.mosesformat).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import datetime as _dt
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from training import __version__
+from training.corpus import DEFAULT_MAX_SENTENCE_LENGTH, Corpus, read_corpus
+from training.extract import (DEFAULT_MAX_PHRASE_LENGTH, DEFAULT_MODELS, ExtractModel,
+                              extract_sentences, model_table, parse_models)
+from training.mosesformat import MosesTextRenderer
+from training.store import StoreWriter
+
+DEFAULT_CHUNK_EXAMPLES = 2_000_000
+_BLOCK_SENTENCES = 4096
+
+
+def store_meta(corpus: Corpus, models: tuple[ExtractModel, ...], max_phrase_length: int,
+               max_sentence_length: int, chunk_examples: int) -> dict:
+    table = model_table(models)
+    partners = {m.name: models[table[k, 2]].name for k, m in enumerate(models) if table[k, 2] >= 0}
+    lengths = np.minimum(np.diff(corpus.src_offsets), np.diff(corpus.tgt_offsets))
+    return {
+        "models": [m.name for m in models],
+        "label_columns": {col: list(m.classes) for m in models for col in m.columns()},
+        "counts": {"sentences": corpus.n_sentences, "empty_sentences": int((lengths == 0).sum()),
+                   "src_tokens": int(corpus.src_ids.size), "tgt_tokens": int(corpus.tgt_ids.size),
+                   "alignment_points": int(corpus.align.shape[0]),
+                   "src_vocab": len(corpus.src_vocab), "tgt_vocab": len(corpus.tgt_vocab)},
+        "corpus": corpus.fingerprint,
+        "settings": {"max_phrase_length": max_phrase_length, "max_sentence_length": max_sentence_length,
+                     "chunk_examples": chunk_examples, "hier_phrase_partner": partners,
+                     "semantics": "moses extract-main.cpp master 2025-02-03, E=target F=source"},
+        "software": {"name": "moses-reorder", "version": __version__},
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def build_store(corpus: Corpus, models: tuple[ExtractModel, ...], out: str | Path, *,
+                max_phrase_length: int = DEFAULT_MAX_PHRASE_LENGTH,
+                max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH,
+                chunk_examples: int = DEFAULT_CHUNK_EXAMPLES, moses_format: bool = False,
+                progress: bool = True) -> dict:
+    """Extract every sentence of `corpus` into a new store at `out`; returns its metadata."""
+    renderer = MosesTextRenderer(corpus, models) if moses_format else None
+    meta = store_meta(corpus, models, max_phrase_length, max_sentence_length, chunk_examples)
+    with StoreWriter(out) as writer:
+        writer.write_corpus(corpus)
+        text_files = ([open(writer.path("extract"), "wb"), open(writer.path("extract.o"), "wb")]
+                      if renderer else [])
+        try:
+            pending_rows: list[np.ndarray] = []
+            pending_labels: list[np.ndarray] = []
+            pending = 0
+            bar = tqdm(total=corpus.n_sentences, unit="sent", desc="extract", disable=not progress,
+                       file=sys.stderr)
+            for first in range(0, corpus.n_sentences, _BLOCK_SENTENCES):
+                stop = min(first + _BLOCK_SENTENCES, corpus.n_sentences)
+                rows, labels = extract_sentences(corpus, models, first, stop, max_phrase_length)
+                if renderer:
+                    text_files[0].write(renderer.extract_lines(rows))
+                    text_files[1].write(renderer.orientation_lines(rows, labels))
+                if len(rows):
+                    pending_rows.append(rows)
+                    pending_labels.append(labels)
+                    pending += len(rows)
+                if pending >= chunk_examples or (stop == corpus.n_sentences and pending):
+                    writer.add_chunk(np.concatenate(pending_rows), np.concatenate(pending_labels))
+                    pending_rows, pending_labels, pending = [], [], 0
+                bar.update(stop - first)
+                bar.set_postfix(examples=writer.n_examples + pending, refresh=False)
+            bar.close()
+            for fh in text_files:
+                fh.flush()
+                os.fsync(fh.fileno())
+        finally:
+            for fh in text_files:
+                fh.close()
+        writer.commit(meta)
+    meta["counts"]["examples"] = writer.n_examples
+    meta["counts"]["chunks"] = len(writer.chunks)
+    return meta
+
+
+def run(args: argparse.Namespace) -> int:
+    models = parse_models(args.model or DEFAULT_MODELS)
+    if args.moses_format:
+        from training.mosesformat import check_moses_expressible
+        check_moses_expressible(models)
+    started = time.perf_counter()
+    corpus = read_corpus(args.src, args.tgt, args.align, max_sentence_length=args.max_sentence_length)
+    meta = build_store(corpus, models, args.out, max_phrase_length=args.max_phrase_length,
+                       max_sentence_length=args.max_sentence_length, chunk_examples=args.chunk_examples,
+                       moses_format=args.moses_format, progress=not args.quiet)
+    seconds = time.perf_counter() - started
+    if not args.quiet:
+        print(f"extract: {meta['counts']['sentences']} sentence pairs -> {meta['counts']['examples']} examples "
+              f"in {meta['counts']['chunks']} chunk(s), labels {', '.join(meta['label_columns'])}; "
+              f"{seconds:.1f} s; store {args.out}", file=sys.stderr)
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "extract", help="extract phrase pairs with Moses's orientation labels into an example store",
+        description="Extract every consistent phrase pair of a word-aligned corpus with its orientation "
+                    "labels, exactly as Moses's `extract ... orientation --model M` does, into an example "
+                    "store (columnar numpy arrays). Exit codes: 0 ok, 2 usage, 3 bad input.")
+    p.add_argument("--src", required=True, help="source side (what the decoder translates from), tokenized")
+    p.add_argument("--tgt", required=True, help="target side, tokenized, parallel to --src")
+    p.add_argument("--align", required=True, help="word alignment, Pharaoh i-j (0-based, i=source, j=target)")
+    p.add_argument("--out", required=True, help="store directory to create (must not exist)")
+    p.add_argument("--model", action="append", metavar="M",
+                   help="Moses extraction model {wbe|phrase|hier}-{msd|mslr|mono}; repeatable "
+                        f"(default {DEFAULT_MODELS[0]})")
+    p.add_argument("--max-phrase-length", type=_positive, default=DEFAULT_MAX_PHRASE_LENGTH,
+                   help="maximum phrase length on either side (Moses's MAXLEN, default %(default)s)")
+    p.add_argument("--max-sentence-length", type=_positive, default=DEFAULT_MAX_SENTENCE_LENGTH,
+                   help="refuse longer sentences (default %(default)s, at most 32767)")
+    p.add_argument("--chunk-examples", type=_positive, default=DEFAULT_CHUNK_EXAMPLES,
+                   help="examples per store chunk, whole sentences (default %(default)s)")
+    p.add_argument("--moses-format", action="store_true",
+                   help="also write Moses's `extract` and `extract.o` text files into the store directory")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    p.set_defaults(func=run)

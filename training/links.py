@@ -1,0 +1,60 @@
+"""Link functions: per-output feature sums -> orientation probabilities, registered by name.
+
+Every family scores as keys -> rows -> per-output sums (+ bias) -> link (DESIGN.md,
+Weight file). A weight file names its link in the metadata; the scorer looks it up in
+LINKS. Adding a link is one function plus one `@register_link("name")` line. A link
+must not look at features or strings: it gets the model (for its metadata and extra
+arrays), the summed scores and how many of each pair's keys the model knew.
+
+Signature: link(model, scores float32 [n_pairs x n_outputs], n_found int32 [n_pairs])
+-> float32 [n_pairs x n_outputs], each direction's block of K classes summing to 1.
+It may overwrite `scores` in place and return it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numba as nb
+import numpy as np
+
+if TYPE_CHECKING:
+    from training.model import LoadedModel
+
+LinkFunction = Callable[["LoadedModel", np.ndarray, np.ndarray], np.ndarray]
+LINKS: dict[str, LinkFunction] = {}
+
+
+def register_link(name: str) -> Callable[[LinkFunction], LinkFunction]:
+    def add(func: LinkFunction) -> LinkFunction:
+        if name in LINKS:
+            raise ValueError(f"link {name!r} registered twice")
+        LINKS[name] = func
+        return func
+    return add
+
+
+@nb.njit(nogil=True, cache=True)
+def softmax_blocks(scores, n_classes):
+    """In place: a softmax over each consecutive block of n_classes columns of each row."""
+    n, m = scores.shape
+    for p in range(n):
+        for b in range(0, m, n_classes):
+            top = scores[p, b]
+            for j in range(b + 1, b + n_classes):
+                top = max(top, scores[p, j])
+            total = np.float32(0.0)
+            for j in range(b, b + n_classes):
+                e = np.exp(scores[p, j] - top)
+                scores[p, j] = e
+                total += e
+            for j in range(b, b + n_classes):
+                scores[p, j] /= total
+    return scores
+
+
+@register_link("softmax")
+def softmax(model: "LoadedModel", scores: np.ndarray, n_found: np.ndarray) -> np.ndarray:
+    """Multinomial logistic link (maxent, dual-mlr, svm, nb-map): softmax per direction."""
+    return softmax_blocks(scores, len(model.classes))

@@ -1,0 +1,237 @@
+"""Models as the server sees them: write one weight file, load it, score PairBatches.
+
+`write_model` records every setting extraction needs next to the arrays; `load_model`
+maps the file, checks that those settings are ones this software can reproduce (hash
+scheme, feature spec, link, shapes) and builds the key index once, so scoring is
+keys -> rows -> per-output sums + bias -> link, all in numba with the GIL released.
+This module must not train anything or branch on the family: the link does the
+family-specific part.
+
+Arrays of a model file: `keys` uint64 [F] strictly increasing, `weights` [F x outputs]
+float32 or float16, `bias` float32 [outputs], plus any family extras.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numba as nb
+import numpy as np
+
+from training import __version__
+from training.batch import PairBatch
+from training.errors import MosesReorderError, ModelFileError
+from training.features import extract_keys
+from training.featurespec import FeatureSpec
+from training.hashing import HASH_SCHEME
+from training.keytable import KeyIndex, find_row
+from training.links import LINKS
+from training.mosestype import MosesType
+from training.weightfile import read_weight_file, write_weight_file
+
+MODEL_FORMAT = "moses-reorder-model"
+# Every model file's metadata has these; write_model fills them.
+REQUIRED_METADATA = ("format", "family", "link", "moses_type", "classes", "directions", "outputs",
+                     "features", "hash_scheme", "threshold", "n_features", "weights_dtype", "trainer",
+                     "hyperparameters", "corpus_fingerprint", "training_seconds", "software_version",
+                     "created_at")
+
+
+def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: np.ndarray,
+                weights: np.ndarray, bias: np.ndarray, features: str | FeatureSpec, threshold: int,
+                link: str = "softmax", trainer: str | None = None,
+                hyperparameters: dict[str, Any] | None = None, corpus_fingerprint: str = "",
+                training_seconds: float = 0.0, extras: dict[str, np.ndarray] | None = None,
+                float16: bool = False, metadata: dict[str, Any] | None = None) -> str:
+    """Validate and write one model file (atomically); return its SHA-256.
+
+    `weights` columns are the Moses type's outputs (backward block first). `metadata`
+    adds family-specific entries (e.g. a lexical model's smoothing).
+    """
+    mtype = MosesType.parse(moses_type)
+    spec = features if isinstance(features, FeatureSpec) else FeatureSpec.parse(features)
+    if link not in LINKS:
+        raise ValueError(f"unknown link {link!r} (registered: {', '.join(sorted(LINKS))})")
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    n_out = len(mtype.outputs)
+    weights = np.asarray(weights)
+    bias = np.asarray(bias, dtype=np.float32)
+    if keys.ndim != 1 or (keys.shape[0] > 1 and not np.all(keys[1:] > keys[:-1])):
+        raise ValueError("keys must be a strictly increasing uint64 vector")
+    if weights.shape != (keys.shape[0], n_out) or bias.shape != (n_out,):
+        raise ValueError(f"weights {weights.shape} / bias {bias.shape} do not match {keys.shape[0]} keys "
+                         f"x {n_out} outputs of {mtype}")
+    weights = weights.astype(np.float16 if float16 else np.float32)
+    if float16 and not np.all(np.isfinite(weights)):
+        raise ValueError("weights overflow float16; write them as float32")
+    meta: dict[str, Any] = dict(metadata or {})
+    meta.update({
+        "format": MODEL_FORMAT, "family": family, "link": link, "moses_type": str(mtype),
+        "classes": list(mtype.classes), "directions": list(mtype.directions),
+        "outputs": list(mtype.outputs), "features": spec.name, "hash_scheme": HASH_SCHEME,
+        "threshold": int(threshold), "n_features": int(keys.shape[0]),
+        "weights_dtype": "float16" if float16 else "float32", "trainer": trainer or family,
+        "hyperparameters": hyperparameters or {}, "corpus_fingerprint": corpus_fingerprint,
+        "training_seconds": float(training_seconds), "software_version": __version__,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    })
+    arrays = dict(extras or {})
+    for name in ("keys", "weights", "bias"):
+        if name in arrays:
+            raise ValueError(f"extra array {name!r} clashes with a model array")
+    arrays.update(keys=keys, weights=weights, bias=bias)
+    return write_weight_file(path, meta, arrays)
+
+
+# float16 bit pattern -> float32, so float16 weights are read with one table lookup.
+_HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+@nb.njit(nogil=True, cache=True)
+def _score_f32(indptr, query, keys, slots, weights, bias, out, n_found):
+    mask = np.uint64(slots.shape[0] - 1)
+    n_out = bias.shape[0]
+    for p in range(indptr.shape[0] - 1):
+        for j in range(n_out):
+            out[p, j] = bias[j]
+        found = 0
+        for i in range(indptr[p], indptr[p + 1]):
+            r = find_row(keys, slots, mask, query[i])
+            if r >= 0:
+                found += 1
+                for j in range(n_out):
+                    out[p, j] += weights[r, j]
+        n_found[p] = found
+
+
+@nb.njit(nogil=True, cache=True)
+def _score_f16(indptr, query, keys, slots, weights_u16, lut, bias, out, n_found):
+    mask = np.uint64(slots.shape[0] - 1)
+    n_out = bias.shape[0]
+    for p in range(indptr.shape[0] - 1):
+        for j in range(n_out):
+            out[p, j] = bias[j]
+        found = 0
+        for i in range(indptr[p], indptr[p + 1]):
+            r = find_row(keys, slots, mask, query[i])
+            if r >= 0:
+                found += 1
+                for j in range(n_out):
+                    out[p, j] += lut[weights_u16[r, j]]
+        n_found[p] = found
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A validated model file, ready to score. Immutable once built; safe to share across threads."""
+
+    path: str
+    metadata: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    spec: FeatureSpec
+    moses_type: str
+    classes: tuple[str, ...]
+    directions: tuple[str, ...]
+    outputs: tuple[str, ...]
+    family: str
+    link_name: str
+    format_version: int
+    file_size: int
+    sha256: str
+    _index: KeyIndex = field(repr=False)
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self.arrays["keys"]
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self.arrays["weights"]
+
+    @property
+    def bias(self) -> np.ndarray:
+        return self.arrays["bias"]
+
+    @property
+    def n_features(self) -> int:
+        return int(self.keys.shape[0])
+
+    @property
+    def index_nbytes(self) -> int:
+        return self._index.nbytes
+
+    def scores(self, indptr: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-output sums + bias for each row of a key CSR, and how many keys were known."""
+        n = indptr.shape[0] - 1
+        out = np.empty((n, len(self.outputs)), dtype=np.float32)
+        n_found = np.empty(n, dtype=np.int32)
+        w = self.weights
+        if w.dtype == np.float16:
+            _score_f16(indptr, keys, self.keys, self._index.slots, w.view(np.uint16), _HALF_TO_FLOAT,
+                       self.bias, out, n_found)
+        else:
+            _score_f32(indptr, keys, self.keys, self._index.slots, w, self.bias, out, n_found)
+        return out, n_found
+
+    def predict_proba_keys(self, indptr: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        scores, n_found = self.scores(indptr, keys)
+        return LINKS[self.link_name](self, scores, n_found)
+
+    def predict_proba(self, batch: PairBatch) -> np.ndarray:
+        """float32 [n_pairs x n_outputs], Moses's column order; each direction block sums to 1."""
+        indptr, keys = extract_keys(batch, self.spec)
+        return self.predict_proba_keys(indptr, keys)
+
+    def summary(self) -> dict[str, Any]:
+        """What `inspect` and the server's GetModel report."""
+        return {
+            "path": self.path, "file_size": self.file_size, "sha256": self.sha256,
+            "format_version": self.format_version, "n_features": self.n_features,
+            "arrays": {name: {"dtype": str(a.dtype), "shape": list(a.shape), "nbytes": int(a.nbytes)}
+                       for name, a in sorted(self.arrays.items())},
+            "index_nbytes": self.index_nbytes, "metadata": self.metadata,
+        }
+
+
+def _check(ok: bool, path: str, message: str) -> None:
+    if not ok:
+        raise ModelFileError(message, path)
+
+
+def load_model(path: str | os.PathLike) -> LoadedModel:
+    """Map, verify and index a model file; ModelFileError for anything we cannot serve exactly."""
+    wf = read_weight_file(path)
+    meta, arrays, p = wf.metadata, wf.arrays, wf.path
+    missing = [k for k in REQUIRED_METADATA if k not in meta]
+    _check(not missing, p, f"not a model file: metadata lacks {', '.join(missing)}")
+    _check(meta["format"] == MODEL_FORMAT, p, f"metadata format {meta['format']!r} is not {MODEL_FORMAT!r}")
+    _check(meta["hash_scheme"] == HASH_SCHEME, p,
+           f"feature hash scheme {meta['hash_scheme']!r} differs from this software's {HASH_SCHEME!r}; "
+           "retrain the model or use the version that wrote it")
+    _check(meta["link"] in LINKS, p,
+           f"link {meta['link']!r} is unknown to this software (known: {', '.join(sorted(LINKS))})")
+    try:
+        spec = FeatureSpec.parse(meta["features"])
+        mtype = MosesType.parse(meta["moses_type"])
+    except MosesReorderError as exc:
+        raise ModelFileError(f"metadata: {exc}", p) from exc
+    _check(list(mtype.outputs) == meta["outputs"] and list(mtype.classes) == meta["classes"]
+           and list(mtype.directions) == meta["directions"], p,
+           "metadata outputs/classes/directions disagree with its Moses type")
+    for name in ("keys", "weights", "bias"):
+        _check(name in arrays, p, f"model array {name!r} is missing")
+    keys, weights, bias = arrays["keys"], arrays["weights"], arrays["bias"]
+    n_out = len(mtype.outputs)
+    _check(keys.dtype == np.uint64 and keys.ndim == 1, p, "keys must be a uint64 vector")
+    _check(weights.dtype in (np.float32, np.float16) and weights.shape == (keys.shape[0], n_out), p,
+           f"weights must be float32/float16 [{keys.shape[0]} x {n_out}], are {weights.dtype} {weights.shape}")
+    _check(bias.dtype == np.float32 and bias.shape == (n_out,), p, f"bias must be float32 [{n_out}]")
+    _check(keys.shape[0] < 2 or bool(np.all(keys[1:] > keys[:-1])), p, "keys are not strictly increasing")
+    _check(meta["n_features"] == keys.shape[0], p, "metadata n_features disagrees with the keys array")
+    return LoadedModel(
+        path=p, metadata=meta, arrays=arrays, spec=spec, moses_type=str(mtype), classes=mtype.classes,
+        directions=mtype.directions, outputs=mtype.outputs, family=meta["family"], link_name=meta["link"],
+        format_version=wf.format_version, file_size=wf.file_size, sha256=wf.sha256, _index=KeyIndex(keys))

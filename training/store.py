@@ -1,0 +1,322 @@
+"""The example store: extracted phrase pairs and their labels as columnar .npy files.
+
+Layout (docs/internals.md is the contract):
+
+    STORE/store.json              format, counts, models, label_columns, chunks, corpus, settings
+    STORE/vocab.src.txt, vocab.tgt.txt      one token per line, id = line number
+    STORE/sentences/*.npy         src_ids, src_offsets, tgt_ids, tgt_offsets, align [m,2], align_offsets
+    STORE/chunk-NNNNN/*.npy       sentence, src_start, src_end, tgt_start, tgt_end, labels [n, L]
+
+Every array is opened with `np.load(mmap_mode="r")`, and chunks hold whole sentences,
+so 10^8 examples stream chunk by chunk without being loaded at once and a held-out
+split by sentence never cuts a chunk's sentence in two. A store is built in a temporary
+sibling directory and renamed into place at the end, so a failed run leaves nothing.
+This module stores and serves examples; it must not decide labels (training.extract
+does) or compute features (the features modules do, from the PairBatch it yields).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+
+from training.batch import PairBatch
+from training.errors import InputError
+from training.hashing import hash_tokens
+
+FORMAT = "moses-reorder-store"
+VERSION = 1
+SENTENCE_ARRAYS = ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets", "align", "align_offsets")
+CHUNK_ARRAYS = ("sentence", "src_start", "src_end", "tgt_start", "tgt_end", "labels")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    with open(path, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_text(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+class StoreWriter:
+    """Builds a store in a temporary sibling of `out`; `commit()` renames it into place.
+
+    Use as a context manager: leaving the block with an exception removes the
+    temporary directory, so nothing is left in `out`.
+    """
+
+    def __init__(self, out: str | os.PathLike):
+        self.out = Path(out)
+        if self.out.exists():
+            raise InputError("output already exists; choose a new --out or remove it", self.out)
+        parent = self.out.parent if str(self.out.parent) else Path(".")
+        if not parent.is_dir():
+            raise InputError("parent directory does not exist", parent)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=parent))
+        self.chunks: list[dict] = []
+        self.n_examples = 0
+
+    def __enter__(self) -> "StoreWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name: str) -> Path:
+        return self.tmp / name
+
+    def write_corpus(self, corpus) -> None:
+        for side, vocab in (("src", corpus.src_vocab), ("tgt", corpus.tgt_vocab)):
+            _write_text(self.tmp / f"vocab.{side}.txt", "".join(t + "\n" for t in vocab))
+        sentences = self.tmp / "sentences"
+        sentences.mkdir()
+        for name in SENTENCE_ARRAYS:
+            _save(sentences / f"{name}.npy", getattr(corpus, name))
+
+    def add_chunk(self, rows: np.ndarray, labels: np.ndarray) -> None:
+        """rows = (sentence, src_start, src_end, tgt_start, tgt_end) as from training.extract."""
+        name = f"chunk-{len(self.chunks):05d}"
+        directory = self.tmp / name
+        directory.mkdir()
+        _save(directory / "sentence.npy", rows[:, 0].astype(np.int32))
+        for j, column in enumerate(("src_start", "src_end", "tgt_start", "tgt_end"), start=1):
+            _save(directory / f"{column}.npy", rows[:, j].astype(np.int16))
+        _save(directory / "labels.npy", labels.astype(np.int8))
+        n = int(rows.shape[0])
+        self.chunks.append({"name": name, "examples": n, "first_example": self.n_examples,
+                            "first_sentence": int(rows[0, 0]), "last_sentence": int(rows[-1, 0])})
+        self.n_examples += n
+
+    def commit(self, meta: dict) -> Path:
+        meta = {"format": FORMAT, "version": VERSION, **meta,
+                "counts": {**meta.get("counts", {}), "examples": self.n_examples, "chunks": len(self.chunks)},
+                "chunks": self.chunks}
+        _write_text(self.tmp / "store.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        for directory in [self.tmp, *[p for p in self.tmp.iterdir() if p.is_dir()]]:
+            _fsync_dir(directory)
+        os.rename(self.tmp, self.out)
+        _fsync_dir(self.out.parent if str(self.out.parent) else Path("."))
+        return self.out
+
+
+@dataclass(frozen=True)
+class StoreChunk:
+    """One chunk's examples (after an optional sentence mask) and their PairBatch.
+
+    `examples` are the global example indices (rows of load_labels and of any feature
+    matrix built over the whole store).
+    """
+
+    sentence: np.ndarray   # int32, global sentence index
+    src_start: np.ndarray  # int16
+    src_end: np.ndarray    # int16, exclusive
+    tgt_start: np.ndarray  # int16
+    tgt_end: np.ndarray    # int16, exclusive
+    labels: np.ndarray     # int8 [n, n_label_columns]
+    batch: PairBatch
+    examples: np.ndarray   # int64, global example indices
+
+
+@nb.njit(nogil=True, cache=True)
+def _phrase_parts(pair_sentence, src_start, src_end, tgt_start, tgt_end, sent_first, tgt_ids, tgt_offsets,
+                  align, align_offsets, tgt_hashes):
+    """Target-phrase token hashes and phrase-relative alignment of each pair (CSR).
+
+    Points are sorted by (source, target) within a pair: the order of Moses's
+    AlignmentInfo, so a training batch looks exactly like a serving batch.
+    """
+    n = pair_sentence.shape[0]
+    tgt_off = np.zeros(n + 1, dtype=np.int64)
+    al_off = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        s = sent_first[pair_sentence[i]]
+        tgt_off[i + 1] = tgt_off[i] + tgt_end[i] - tgt_start[i]
+        count = 0
+        for p in range(align_offsets[s], align_offsets[s + 1]):
+            if (src_start[i] <= align[p, 0] < src_end[i]) and (tgt_start[i] <= align[p, 1] < tgt_end[i]):
+                count += 1
+        al_off[i + 1] = al_off[i] + count
+    tgt_tokens = np.empty(tgt_off[n], dtype=np.uint64)
+    al_src = np.empty(al_off[n], dtype=np.int16)
+    al_tgt = np.empty(al_off[n], dtype=np.int16)
+    for i in range(n):
+        s = sent_first[pair_sentence[i]]
+        base = tgt_offsets[s]
+        for j in range(tgt_end[i] - tgt_start[i]):
+            tgt_tokens[tgt_off[i] + j] = tgt_hashes[tgt_ids[base + tgt_start[i] + j]]
+        k = al_off[i]
+        for p in range(align_offsets[s], align_offsets[s + 1]):
+            if (src_start[i] <= align[p, 0] < src_end[i]) and (tgt_start[i] <= align[p, 1] < tgt_end[i]):
+                a = align[p, 0] - src_start[i]
+                b = align[p, 1] - tgt_start[i]
+                j = k
+                while j > al_off[i] and (al_src[j - 1] > a or (al_src[j - 1] == a and al_tgt[j - 1] > b)):
+                    al_src[j] = al_src[j - 1]
+                    al_tgt[j] = al_tgt[j - 1]
+                    j -= 1
+                al_src[j] = a
+                al_tgt[j] = b
+                k += 1
+    return tgt_tokens, tgt_off, al_src, al_tgt, al_off
+
+
+class ExampleStore:
+    """Read side of a store: memory-mapped arrays, streamed by chunk."""
+
+    def __init__(self, path: Path, meta: dict):
+        self.path = path
+        self.meta = meta
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "ExampleStore":
+        path = Path(path)
+        meta_path = path / "store.json"
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError("not an example store (no store.json); make one with `moses-reorder extract`",
+                             path) from None
+        except (OSError, ValueError) as exc:
+            raise InputError(f"unreadable store metadata: {exc}", meta_path) from None
+        if meta.get("format") != FORMAT:
+            raise InputError(f"not a {FORMAT} (format {meta.get('format')!r})", meta_path)
+        if meta.get("version") != VERSION:
+            raise InputError(f"store version {meta.get('version')!r}; this software reads version {VERSION}",
+                             meta_path)
+        return cls(path, meta)
+
+    # -- metadata -------------------------------------------------------------------
+    @property
+    def n_examples(self) -> int:
+        return int(self.meta["counts"]["examples"])
+
+    @property
+    def n_sentences(self) -> int:
+        return int(self.meta["counts"]["sentences"])
+
+    @property
+    def label_columns(self) -> dict[str, tuple[str, ...]]:
+        return {name: tuple(classes) for name, classes in self.meta["label_columns"].items()}
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.meta["models"])
+
+    def _vocab(self, side: str) -> list[str]:
+        text = (self.path / f"vocab.{side}.txt").read_text(encoding="utf-8")
+        return text.split("\n")[:-1]  # tokens may contain any character but '\n', ' ' and '\t'
+
+    @cached_property
+    def src_vocab(self) -> list[str]:
+        return self._vocab("src")
+
+    @cached_property
+    def tgt_vocab(self) -> list[str]:
+        return self._vocab("tgt")
+
+    @cached_property
+    def src_hashes(self) -> np.ndarray:
+        return hash_tokens(self.src_vocab)
+
+    @cached_property
+    def tgt_hashes(self) -> np.ndarray:
+        return hash_tokens(self.tgt_vocab)
+
+    # -- arrays ---------------------------------------------------------------------
+    def _load(self, *parts: str) -> np.ndarray:
+        return np.asarray(np.load(self.path.joinpath(*parts), mmap_mode="r", allow_pickle=False))
+
+    @cached_property
+    def sentences(self) -> dict[str, np.ndarray]:
+        """Sentence arrays (memory-mapped): token ids, alignment, CSR offsets."""
+        return {name: self._load("sentences", f"{name}.npy") for name in SENTENCE_ARRAYS}
+
+    def column_index(self, column: str) -> int:
+        names = list(self.label_columns)
+        if column not in names:
+            raise InputError(f"store has no label column {column!r}; it has {', '.join(names)} "
+                             f"(extract with the matching --model)", self.path)
+        return names.index(column)
+
+    def _chunk_array(self, chunk: dict, name: str) -> np.ndarray:
+        return self._load(chunk["name"], f"{name}.npy")
+
+    def load_labels(self, column: str) -> np.ndarray:
+        """One label column (extraction coding) for all examples, int8 [n_examples]."""
+        j = self.column_index(column)
+        out = np.empty(self.n_examples, dtype=np.int8)
+        for chunk in self.meta["chunks"]:
+            first = chunk["first_example"]
+            out[first:first + chunk["examples"]] = self._chunk_array(chunk, "labels")[:, j]
+        return out
+
+    def sentence_of_examples(self) -> np.ndarray:
+        """Global sentence index of every example, int32 [n_examples]."""
+        out = np.empty(self.n_examples, dtype=np.int32)
+        for chunk in self.meta["chunks"]:
+            first = chunk["first_example"]
+            out[first:first + chunk["examples"]] = self._chunk_array(chunk, "sentence")
+        return out
+
+    def iter_chunks(self, sentence_mask: np.ndarray | None = None) -> Iterator[StoreChunk]:
+        """Chunks in order; with a bool mask over sentences only their examples (empty chunks skipped)."""
+        if sentence_mask is not None:
+            sentence_mask = np.asarray(sentence_mask, dtype=bool)
+            if sentence_mask.shape != (self.n_sentences,):
+                raise InputError(f"sentence_mask must have shape ({self.n_sentences},), got {sentence_mask.shape}")
+        for chunk in self.meta["chunks"]:
+            arrays = {name: self._chunk_array(chunk, name) for name in CHUNK_ARRAYS}
+            examples = np.arange(chunk["first_example"], chunk["first_example"] + chunk["examples"])
+            if sentence_mask is not None:
+                keep = sentence_mask[arrays["sentence"]]
+                if not keep.any():
+                    continue
+                if not keep.all():
+                    arrays = {name: a[keep] for name, a in arrays.items()}
+                    examples = examples[keep]
+            arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+            yield StoreChunk(**arrays, batch=self.batch(arrays["sentence"], arrays["src_start"],
+                                                        arrays["src_end"], arrays["tgt_start"],
+                                                        arrays["tgt_end"]), examples=examples)
+
+    def batch(self, sentence, src_start, src_end, tgt_start, tgt_end) -> PairBatch:
+        """The PairBatch of some examples: their sentences' source hashes, target phrases, alignment."""
+        s = self.sentences
+        sents, pair_sentence = np.unique(sentence, return_inverse=True)
+        src_len = s["src_offsets"][sents + 1] - s["src_offsets"][sents]
+        src_offsets = np.zeros(len(sents) + 1, dtype=np.int64)
+        np.cumsum(src_len, out=src_offsets[1:])
+        starts = np.repeat(s["src_offsets"][sents] - src_offsets[:-1], src_len) + np.arange(src_offsets[-1])
+        src_tokens = self.src_hashes[s["src_ids"][starts]]
+        tgt_tokens, tgt_offsets, al_src, al_tgt, al_offsets = _phrase_parts(
+            pair_sentence.astype(np.int64), src_start, src_end, tgt_start, tgt_end, sents.astype(np.int64),
+            s["tgt_ids"], s["tgt_offsets"], s["align"], s["align_offsets"], self.tgt_hashes)
+        return PairBatch(src_tokens=src_tokens, src_offsets=src_offsets,
+                         pair_sentence=pair_sentence.astype(np.int32),
+                         src_start=src_start.astype(np.int32), src_end=src_end.astype(np.int32),
+                         tgt_tokens=tgt_tokens, tgt_offsets=tgt_offsets,
+                         align_src=al_src, align_tgt=al_tgt, align_offsets=al_offsets)

@@ -1,0 +1,202 @@
+"""The weight-file container: magic, version, sanity values, JSON metadata, aligned arrays, SHA-256.
+
+Every trainer writes one of these and the server maps it. This module knows bytes, not
+models: it stores a metadata dict and named numpy arrays and gives them back exactly,
+or raises ModelFileError. What the arrays mean is training/model.py's business.
+Never pickle; never return anything from a file whose checksum does not match.
+
+Layout (all integers little-endian):
+
+    0    magic, 32 bytes       MAGIC, or INCOMPLETE_MAGIC while the writer is still at work
+    32   format version u32, flags u32 (0)
+    40   sanity block, 24 bytes: f32 0.0, f32 1.0, f32 -0.5, u32 0x01020304, u64 SANITY_U64
+    64   header length u64, data offset u64, data length u64, file length u64
+    96   header: UTF-8 JSON {"metadata": {...}, "arrays": [{name, dtype, shape, offset, nbytes}]}
+    ...  zero padding to a multiple of 64 = data offset
+         arrays, each at a 64-byte-aligned offset relative to the data offset
+    end  SHA-256 (32 bytes) of everything before it, computed with MAGIC in place
+
+As in KenLM's binary format, the incomplete magic is written first and replaced only
+after the checksum is on disk, so a file cut short by a crash is recognised as such.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from training.errors import ModelFileError
+
+MAGIC = b"moses-reorder weight file\n".ljust(32, b"\0")
+INCOMPLETE_MAGIC = b"moses-reorder INCOMPLETE file\n".ljust(32, b"\0")
+FORMAT_VERSION = 1
+SANITY_U64 = 0x0123456789ABCDEF
+ALIGN = 64
+_PREAMBLE = struct.Struct("<32sII fffIQ QQQQ")
+assert _PREAMBLE.size == 96
+_SANITY = (0.0, 1.0, -0.5, 0x01020304, SANITY_U64)
+_DIGEST = 32
+# dtypes a weight file may hold, by their little-endian numpy name.
+DTYPES = ("<u8", "<i8", "<u4", "<i4", "<u2", "<i2", "|u1", "|i1", "<f8", "<f4", "<f2")
+
+
+def _pad(n: int) -> int:
+    return -n % ALIGN
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    """What `read_weight_file` returns: arrays are read-only views of the mapped file."""
+
+    path: str
+    metadata: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    format_version: int
+    file_size: int
+    sha256: str
+
+
+def _layout(arrays: dict[str, np.ndarray]) -> tuple[list[dict[str, Any]], list[np.ndarray], int]:
+    entries, payload, offset = [], [], 0
+    for name in sorted(arrays):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"array name {name!r} must be a non-empty string")
+        arr = np.asarray(arrays[name])
+        dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder not in ("|", "<") else arr.dtype
+        if dtype.str not in DTYPES:
+            raise ValueError(f"array {name!r}: dtype {arr.dtype} cannot be stored in a weight file")
+        arr = np.asarray(arr, dtype=dtype, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+        entries.append({"name": name, "dtype": dtype.str, "shape": list(arr.shape),
+                        "offset": offset, "nbytes": int(arr.nbytes)})
+        payload.append(arr)
+        offset += arr.nbytes + _pad(arr.nbytes)
+    return entries, payload, offset
+
+
+def write_weight_file(path: str | os.PathLike, metadata: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
+    """Write atomically (temp file in the same directory, fsync, rename); return the SHA-256 hex."""
+    path = Path(path)
+    entries, payload, data_len = _layout(arrays)
+    header = json.dumps({"metadata": metadata, "arrays": entries}, sort_keys=True, ensure_ascii=False,
+                        allow_nan=False).encode("utf-8")
+    data_offset = _PREAMBLE.size + len(header)
+    data_offset += _pad(data_offset)
+    file_len = data_offset + data_len + _DIGEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            digest = hashlib.sha256()
+
+            def emit(chunk: bytes | memoryview, hashed: bool = True) -> None:
+                out.write(chunk)
+                if hashed:
+                    digest.update(chunk)
+
+            rest = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, *_SANITY, len(header), data_offset, data_len,
+                                  file_len)[len(MAGIC):]
+            digest.update(MAGIC)
+            emit(INCOMPLETE_MAGIC, hashed=False)
+            emit(rest)
+            emit(header)
+            emit(b"\0" * (data_offset - _PREAMBLE.size - len(header)))
+            for arr in payload:
+                emit(memoryview(arr).cast("B") if arr.nbytes else b"")
+                emit(b"\0" * _pad(arr.nbytes))
+            hexdigest = digest.hexdigest()
+            out.write(digest.digest())
+            out.flush()
+            os.fsync(out.fileno())
+            out.seek(0)
+            out.write(MAGIC)  # only now is the file complete
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return hexdigest
+
+
+def _fail(path: str, message: str) -> ModelFileError:
+    return ModelFileError(message, path)
+
+
+def read_weight_file(path: str | os.PathLike) -> WeightFile:
+    """Map a weight file and check it completely before returning anything from it."""
+    spath = os.fspath(path)
+    try:
+        with open(spath, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < _PREAMBLE.size + _DIGEST:
+                head = f.read(len(MAGIC))
+                if head and (MAGIC.startswith(head) or INCOMPLETE_MAGIC.startswith(head)):
+                    raise _fail(spath, f"truncated weight file ({size} bytes); write it again")
+                raise _fail(spath, "not a moses-reorder weight file (too short, wrong magic bytes)")
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise _fail(spath, f"cannot read weight file: {exc.strerror or exc}") from exc
+    view = memoryview(mm)
+    magic = bytes(view[:len(MAGIC)])
+    if magic == INCOMPLETE_MAGIC:
+        raise _fail(spath, "incomplete weight file (its writer did not finish); write it again")
+    if magic != MAGIC:
+        raise _fail(spath, "not a moses-reorder weight file (wrong magic bytes)")
+    (_, version, flags, s0, s1, s2, s3, s4, header_len, data_offset, data_len,
+     file_len) = _PREAMBLE.unpack_from(view, 0)
+    if version > FORMAT_VERSION:
+        raise _fail(spath, f"weight file format {version} is newer than this software reads "
+                           f"({FORMAT_VERSION}); upgrade moses-reorder")
+    if version < 1:
+        raise _fail(spath, f"weight file format {version} is not valid")
+    if (s0, s1, s2, s3, s4) != _SANITY:
+        raise _fail(spath, "sanity values do not match: the file was written with another byte order "
+                           "or number format, or is corrupt")
+    if file_len != size:
+        what = "truncated" if file_len > size else "has trailing bytes"
+        raise _fail(spath, f"weight file {what}: header says {file_len} bytes, file has {size}")
+    if (flags != 0 or data_offset % ALIGN or data_offset < _PREAMBLE.size + header_len
+            or data_offset + data_len + _DIGEST != file_len):
+        raise _fail(spath, "inconsistent weight-file header (corrupt file)")
+    digest = hashlib.sha256(view[:size - _DIGEST]).digest()
+    if digest != bytes(view[size - _DIGEST:]):
+        raise _fail(spath, "SHA-256 mismatch: the weight file is corrupt")
+    try:
+        header = json.loads(bytes(view[_PREAMBLE.size:_PREAMBLE.size + header_len]).decode("utf-8"))
+        metadata, entries = header["metadata"], header["arrays"]
+        if not isinstance(metadata, dict) or not isinstance(entries, list):
+            raise TypeError("metadata must be an object and arrays a list")
+        arrays = {}
+        for e in entries:
+            name, dtype, shape, offset, nbytes = e["name"], e["dtype"], e["shape"], e["offset"], e["nbytes"]
+            if dtype not in DTYPES or name in arrays:
+                raise ValueError(f"array {name!r}: bad dtype or duplicate name")
+            if not all(isinstance(d, int) and d >= 0 for d in shape):
+                raise ValueError(f"array {name!r}: bad shape")
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            itemsize = np.dtype(dtype).itemsize
+            if (not isinstance(offset, int) or offset < 0 or offset % ALIGN or nbytes != count * itemsize
+                    or offset + nbytes > data_len):
+                raise ValueError(f"array {name!r}: bad offset or size")
+            arr = np.frombuffer(mm, dtype=np.dtype(dtype), count=count, offset=data_offset + offset)
+            arrays[name] = arr.reshape(tuple(shape))
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError) as exc:
+        raise _fail(spath, f"bad weight-file header: {exc}") from exc
+    return WeightFile(spath, metadata, arrays, version, size, digest.hex())
