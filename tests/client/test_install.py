@@ -76,3 +76,19 @@ def test_not_a_moses_checkout_is_a_clear_error(tmp_path: Path) -> None:
     result = subprocess.run(["sh", str(INSTALL), str(tmp_path)], capture_output=True, text=True)
     assert result.returncode != 0
     assert "is not a Moses checkout" in result.stderr and "Factory.cpp" in result.stderr
+
+
+def test_installed_feature_compiles_with_moses_flags(moses_copy: Path) -> None:
+    """ExternalReordering.cpp against the real Moses headers, with the -std Moses builds with.
+
+    The full Moses tree supplies the headers; only the installed copy of our files is
+    compiled (syntax and types: -fsyntax-only), so a Moses API drift fails here first.
+    """
+    if shutil.which("g++") is None or not (MOSES / "moses/Manager.h").is_file():
+        pytest.skip("needs g++ and the full Moses source tree")
+    run_install(moses_copy)
+    src = moses_copy / "moses/FF/ExternalReordering/ExternalReordering.cpp"
+    cmd = ["g++", "-std=c++0x", "-fsyntax-only", "-DMAX_NUM_FACTORS=4", "-DKENLM_MAX_ORDER=6", "-DWITH_THREADS",
+           "-I", str(src.parent), "-I", str(MOSES), "-I", str(MOSES / "moses"), str(src)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-4000:]
