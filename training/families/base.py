@@ -46,6 +46,18 @@ class ReorderingClassifier(ABC):
         """Hyper-parameters, recorded in the weight file's metadata."""
         return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
 
+    def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "ReorderingClassifier":
+        """Adjust probabilities on held-out rows (train.py calls it for every family).
+
+        Default: nothing (a likelihood-trained family is calibrated already). A family
+        whose scores are margins overrides it and folds the result into export_arrays.
+        """
+        return self
+
+    def fit_summary(self) -> dict[str, Any]:
+        """Family-specific facts about the finished fit for the weight file's metadata."""
+        return {}
+
     def export_arrays(self) -> dict[str, np.ndarray]:
         """Arrays for the weight file: weights [F x K], bias [K], plus family extras."""
         return {"weights": np.asarray(self.coef_, dtype=np.float32),

@@ -1,0 +1,95 @@
+"""The Crammer-Singer SVM solves the same problem as LIBLINEAR `-s 4`, to its accuracy."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from liblinear.liblinearutil import parameter, predict, problem, train
+from training.families.svm import MulticlassSVM, _sub_problem
+
+
+def liblinear_cs(X, y, C, eps, capfd):
+    """Train liblinear -s 4 -B 1 and return (model, its printed dual objective)."""
+    capfd.readouterr()
+    model = train(problem(y.astype(float), X.astype(np.float64)), parameter(f"-s 4 -c {C} -e {eps} -B 1"))
+    out = capfd.readouterr().out
+    objective = float(re.findall(r"Objective value = (\S+)", out)[-1])
+    return model, objective
+
+
+def liblinear_accuracy(model, X, y) -> float:
+    labels, _, _ = predict(y.astype(float), X.astype(np.float64), model, "-q")
+    return float(np.mean(np.asarray(labels) == y))
+
+
+@pytest.mark.parametrize("C", [0.1, 1.0])
+def test_dual_objective_and_accuracy_match_liblinear(real_Xy, capfd, C):
+    X, y = real_Xy
+    ours = MulticlassSVM(C=C, eps=0.01, seed=1).fit(X, y)
+    theirs, their_objective = liblinear_cs(X, y, C, 0.01, capfd)
+    assert ours.converged_
+    assert abs(ours.dual_objective_ - their_objective) <= 1e-3 * abs(their_objective)
+    our_accuracy = float(np.mean(ours.predict(X) == y))
+    assert abs(our_accuracy - liblinear_accuracy(theirs, X, y)) <= 0.002
+    # Weak duality: the primal at our w is above the (negated, minimised) dual.
+    assert ours.primal_objective(X, y) >= -ours.dual_objective_ - 1e-6
+
+
+def test_sub_problem_is_the_exact_minimiser():
+    """Algorithm 1 against a generic QP solver on random per-example problems (eq. 9)."""
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        K = int(rng.integers(2, 5))
+        A, C, yi = float(rng.uniform(0.5, 20)), float(rng.uniform(0.05, 2)), int(rng.integers(K))
+        B = rng.normal(size=K) * 2
+        alpha = np.empty(K)
+        _sub_problem(A, B, yi, C, alpha)
+        bound = np.where(np.arange(K) == yi, C, 0.0)
+        assert np.all(alpha <= bound + 1e-12) and abs(alpha.sum()) < 1e-9
+
+        def f(a):
+            return 0.5 * A * a @ a + B @ a
+        ref = minimize(f, np.zeros(K), jac=lambda a: A * a + B, method="SLSQP",
+                       bounds=[(None, b) for b in bound],
+                       constraints=[{"type": "eq", "fun": lambda a: a.sum(), "jac": lambda a: np.ones(K)}],
+                       options={"ftol": 1e-12})
+        assert f(alpha) <= ref.fun + 1e-7
+
+
+def test_shrinking_history_and_determinism(real_Xy):
+    X, y = real_Xy
+    a = MulticlassSVM(C=0.5, eps=0.05, seed=7).fit(X, y)
+    b = MulticlassSVM(C=0.5, eps=0.05, seed=7).fit(X, y)
+    c = MulticlassSVM(C=0.5, eps=0.05, seed=8).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert [h["active"] for h in a.history_] == [h["active"] for h in b.history_]
+    assert not np.array_equal(a.coef_, c.coef_)  # the order matters ...
+    assert abs(a.dual_objective_ - c.dual_objective_) <= 1e-2 * abs(a.dual_objective_)  # ... the optimum not
+    actives = [h["active"] for h in a.history_]
+    assert actives[0] == 1.0 and min(actives) < 0.5  # shrinking really drops examples
+    assert {"pass", "active", "objective", "seconds", "max_violation"} <= set(a.history_[0])
+    objectives = [h["objective"] for h in a.history_]
+    assert all(x >= y - 1e-6 for x, y in zip(objectives, objectives[1:]))  # dual descent
+    assert a.history_[-1]["max_violation"] < 0.05
+
+
+def test_temperature_calibration_is_folded_into_exported_weights(real_Xy):
+    X, y = real_Xy
+    n = X.shape[0]
+    fit, held = np.arange(n) < 0.8 * n, np.arange(n) >= 0.8 * n
+    model = MulticlassSVM(C=1.0, eps=0.1).fit(X[fit], y[fit])
+    raw = model.predict_proba(X[held])
+    model.calibrate(X[held], y[held])
+    calibrated = model.predict_proba(X[held])
+    nll = lambda p: -np.mean(np.log(p[np.arange(held.sum()), y[held]]))  # noqa: E731
+    assert model.temperature_ != 1.0
+    assert nll(calibrated) < nll(raw)
+    arrays = model.export_arrays()
+    scores = X[held] @ arrays["weights"].astype(np.float64) + arrays["bias"]
+    served = np.exp(scores - scores.max(axis=1, keepdims=True))
+    served /= served.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(served, calibrated, atol=1e-5)

@@ -1,0 +1,81 @@
+"""`moses-reorder train` end to end: store -> weight file that the serving code scores identically."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from training.cli import main as cli_main
+from training.model import load_model
+from training.mosestype import MosesType
+from training.store import ExampleStore
+from training.train import SentenceSplit
+from training.vocab import build_matrix
+from training.weightfile import read_weight_file
+
+TYPE = "hier-msd-bidirectional-fe"
+
+
+def train(store, out, family="svm", *extra):
+    return cli_main(["train", "--family", family, "--features", "S7", "--type", TYPE, "--store", str(store),
+                     "--out", str(out), "--threshold", "1", "--quiet", *extra])
+
+
+@pytest.mark.parametrize("family,extra", [("svm", ["--C", "0.5", "--eps", "0.05"]),
+                                          ("dual-mlr", ["--eps", "0.1"]),
+                                          ("maxent", ["--param", "solver=lbfgs", "--max-passes", "300"])])
+def test_weight_file_scores_like_the_trained_classifiers(small_store, tmp_path, family, extra):
+    out, plot = tmp_path / "model.mrw", tmp_path / "passes.png"
+    assert train(small_store, out, family, *extra, "--plot", str(plot)) == 0
+    model = load_model(out)
+    assert model.moses_type == TYPE and model.family == family
+    assert model.outputs == MosesType.parse(TYPE).outputs
+    meta = model.metadata
+    store = ExampleStore.open(small_store)
+    assert meta["corpus_fingerprint"] == store.meta["corpus"]["sha256"]
+    assert meta["hyperparameters"]["n_classes"] == 3
+    t = meta["training"]
+    assert set(t["directions"]) == {"backward", "forward"}
+    assert all(len(d["history"]) >= 1 for d in t["directions"].values())
+    assert t["peak_memory_bytes"] > 0 and t["examples"]["fit"] > 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Served probabilities (keys -> rows -> sums -> softmax) equal the training-side
+    # softmax of X W + b, direction by direction, and each block sums to one.
+    split = SentenceSplit.make(store.n_sentences, 0.1, 0.05)
+    matrix = build_matrix(store, "S7", 1, split.fit)
+    np.testing.assert_array_equal(matrix.keys, model.keys)
+    chunk = next(store.iter_chunks())
+    served = model.predict_proba(chunk.batch)
+    scores = matrix.X[chunk.examples] @ model.weights.astype(np.float64) + model.bias
+    for block in (slice(0, 3), slice(3, 6)):
+        s = scores[:, block] - scores[:, block].max(axis=1, keepdims=True)
+        expected = np.exp(s) / np.exp(s).sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(served[:, block], expected, atol=2e-5)
+        np.testing.assert_allclose(served[:, block].sum(axis=1), 1.0, atol=1e-5)
+    # Trained, not constant: the backward block predicts the labels better than chance.
+    labels = store.load_labels("hier-msd/prev")[chunk.examples]
+    fit_rows = split.fit[chunk.sentence]
+    assert np.mean(np.argmax(served[fit_rows, :3], axis=1) == labels[fit_rows]) > 0.6
+
+
+def test_same_seed_same_file_contents(small_store, tmp_path):
+    a, b = tmp_path / "a.mrw", tmp_path / "b.mrw"
+    assert train(small_store, a, "svm", "--seed", "4") == 0
+    assert train(small_store, b, "svm", "--seed", "4") == 0
+    wa, wb = read_weight_file(a), read_weight_file(b)
+    for name in ("keys", "weights", "bias"):
+        np.testing.assert_array_equal(wa.arrays[name], wb.arrays[name])
+    ha = wa.metadata["training"]["directions"]["forward"]["history"]
+    hb = wb.metadata["training"]["directions"]["forward"]["history"]
+    assert [h["objective"] for h in ha] == [h["objective"] for h in hb]
+
+
+def test_bad_requests_are_refused_with_a_clear_message(small_store, tmp_path, capsys):
+    assert train(small_store, tmp_path / "m", "maxent", "--eps", "0.1") == 3
+    assert "family maxent has no hyper-parameter eps" in capsys.readouterr().err
+    code = cli_main(["train", "--family", "svm", "--features", "S7", "--type", "wbe-mslr-backward-fe",
+                     "--store", str(small_store), "--out", str(tmp_path / "m"), "--quiet"])
+    assert code == 3
+    assert "wbe-mslr/prev" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()

@@ -1,0 +1,94 @@
+"""Vocabulary by training counts and the cached CSR matrix over a real example store."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from training.cli import main as cli_main
+from training.features import extract_keys
+from training.featurespec import FeatureSpec
+from training.vocab import FeatureVocab, build_matrix
+
+
+def all_keys(store, spec, sentence_mask=None):
+    """Every extracted key of the (masked) store with its row, the plain way."""
+    rows, keys = [], []
+    for chunk in store.iter_chunks(sentence_mask):
+        indptr, k = extract_keys(chunk.batch, spec)
+        rows.append(np.repeat(chunk.examples, np.diff(indptr)))
+        keys.append(k)
+    return np.concatenate(rows), np.concatenate(keys)
+
+
+def test_threshold_keeps_keys_seen_more_than_t(store_2k):
+    spec = FeatureSpec.parse("S7")
+    _, keys = all_keys(store_2k, spec)
+    uniq, counts = np.unique(keys, return_counts=True)
+    for t in (0, 1, 10):
+        vocab = FeatureVocab(spec, t).fit(c.batch for c in store_2k.iter_chunks())
+        assert np.array_equal(vocab.keys_, uniq[counts > t])
+        assert np.array_equal(vocab.counts_, counts[counts > t])
+        assert vocab.n_distinct_ == uniq.shape[0]
+
+
+def test_matrix_rows_are_store_examples(store_2k):
+    spec = FeatureSpec.parse("S6")
+    fm = build_matrix(store_2k, spec, 10, cache=False)
+    X = fm.X
+    assert X.shape == (store_2k.n_examples, fm.keys.shape[0])
+    assert X.indices.dtype == np.int32 and X.data.dtype == np.float32 and np.all(X.data == 1)
+    rows, keys = all_keys(store_2k, spec)
+    known = np.isin(keys, fm.keys)
+    dense_rows, dense_cols = rows[known], np.searchsorted(fm.keys, keys[known])
+    coo = X.tocoo()
+    assert np.array_equal(np.lexsort((coo.col, coo.row)), np.arange(coo.nnz))  # canonical order
+    assert np.array_equal(coo.row, dense_rows) and np.array_equal(coo.col, dense_cols)
+    assert X.has_canonical_format
+
+
+def test_sentence_mask_counts_only_training_sentences(store_2k):
+    spec = FeatureSpec.parse("S3")
+    mask = np.zeros(store_2k.n_sentences, dtype=bool)
+    mask[:1000] = True
+    fm = build_matrix(store_2k, spec, 2, mask, cache=False)
+    _, keys = all_keys(store_2k, spec, mask)
+    uniq, counts = np.unique(keys, return_counts=True)
+    assert np.array_equal(fm.keys, uniq[counts > 2])
+    assert fm.X.shape[0] == store_2k.n_examples  # rows still cover every example
+
+
+def test_cache_round_trip_and_cli(store_2k, capsys):
+    assert cli_main(["features", "--store", str(store_2k.path), "--features", "S7", "--threshold", "3",
+                     "--quiet"]) == 0
+    cache = store_2k.path / "features" / "S7-t3"
+    meta = json.loads((cache / "meta.json").read_text())
+    assert meta["spec"] == "S7" and meta["threshold"] == 3 and meta["store"]["n_examples"] == store_2k.n_examples
+    cached = build_matrix(store_2k, "alignments,context=1", 3)  # same spec, spelled out: hits the cache
+    assert cached.path == cache
+    fresh = build_matrix(store_2k, "S7", 3, cache=False)
+    assert np.array_equal(cached.keys, fresh.keys)
+    assert (cached.X != fresh.X).nnz == 0
+    assert not [p for p in (store_2k.path / "features").iterdir() if p.name.startswith(".")]
+
+
+def test_cli_refuses_bad_spec(store_2k, capsys):
+    assert cli_main(["features", "--store", str(store_2k.path), "--features", "S16"]) == 3
+    assert "S16" in capsys.readouterr().err
+
+
+def test_transform_matches_matrix(store_2k):
+    spec = FeatureSpec.parse("S7")
+    fm = build_matrix(store_2k, spec, 10, cache=False)
+    vocab = FeatureVocab(spec, 10).set_keys(fm.keys)
+    chunk = next(store_2k.iter_chunks())
+    X = vocab.transform(chunk.batch)
+    assert (X != fm.X[chunk.examples]).nnz == 0
+
+
+@pytest.mark.parametrize("name", ["S2", "S13"])
+def test_small_sets_build(store_2k, name):
+    fm = build_matrix(store_2k, name, 10, cache=False)
+    assert 0 < fm.X.shape[1] < fm.meta["n_distinct"]

@@ -1,0 +1,84 @@
+"""`moses-reorder train`: example store -> one weight file for one Moses type string.
+
+Argument parsing only; the work is training.train.train_model. Hyper-parameters go to
+the family by name: --C, --eps, --max-passes, and any other as --param NAME=VALUE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import time
+
+from training.errors import InputError
+from training.families import FAMILIES
+
+
+def _param(text: str) -> tuple[str, object]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"--param expects NAME=VALUE, got {text!r}")
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        parsed = value  # a bare word such as owlqn
+    return name.replace("-", "_"), parsed
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train", help="train a reordering classifier into a weight file",
+        description="Train one classifier per direction of --type on an example store and "
+                    "write them into one weight file (outputs in Moses's column order). "
+                    "The last --heldout-fraction of sentences is left out for `eval`; the last "
+                    "--calibration-fraction of the rest calibrates probabilities. "
+                    "Exit codes: 0 ok, 2 usage, 3 bad input.")
+    p.add_argument("--family", required=True, choices=sorted(FAMILIES), help="model family")
+    p.add_argument("--features", required=True, help="feature set: S1..S15 or e.g. alignments,context=1,anova=2")
+    p.add_argument("--type", required=True, dest="moses_type",
+                   help="Moses reordering type the model serves, e.g. hier-msd-bidirectional-fe")
+    p.add_argument("--store", required=True, help="example store made by `moses-reorder extract`")
+    p.add_argument("--out", required=True, help="weight file to write (atomically)")
+    p.add_argument("--C", type=float, help="regularisation: SVM penalty C, or sigma^2 for dual-mlr/maxent")
+    p.add_argument("--eps", type=float, help="stopping / shrinking tolerance (svm, dual-mlr)")
+    p.add_argument("--max-passes", type=int, help="maximum passes (iterations for maxent)")
+    p.add_argument("--param", action="append", type=_param, default=[], metavar="NAME=VALUE",
+                   help="any other family hyper-parameter, e.g. solver=owlqn; repeatable")
+    p.add_argument("--seed", type=int, default=0, help="random seed (visiting order); default 0")
+    p.add_argument("--threshold", type=int,
+                   help="keep features seen more than this many times in training (default: the "
+                        "feature builder's, 10 as in the papers)")
+    p.add_argument("--heldout-fraction", type=float, default=0.1,
+                   help="last fraction of sentences left out for evaluation (default 0.1)")
+    p.add_argument("--calibration-fraction", type=float, default=0.05,
+                   help="last fraction of the training sentences used to calibrate probabilities "
+                        "(default 0.05; 0 = none)")
+    p.add_argument("--plot", help="write the per-pass active-set/objective figure to this PNG")
+    p.add_argument("--float16", action="store_true", help="store weights as float16")
+    p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from training.train import DEFAULT_THRESHOLD, train_model
+
+    given = {name: value for name, value in (("C", args.C), ("eps", args.eps),
+                                             ("max_passes", args.max_passes)) if value is not None}
+    for name, value in args.param:
+        if name in given:
+            raise InputError(f"hyper-parameter {name} given twice")
+        given[name] = value
+    start = time.perf_counter()
+    meta = train_model(args.store, family=args.family, moses_type=args.moses_type, features=args.features,
+                       out=args.out, threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold, heldout_fraction=args.heldout_fraction,
+                       calibration_fraction=args.calibration_fraction, params=given, seed=args.seed,
+                       float16=args.float16, plot=args.plot, verbose=not args.quiet)
+    if not args.quiet:
+        t = meta["training"]
+        for direction, info in t["directions"].items():
+            cal = info.get("calibration")
+            extra = f", calibration accuracy {cal['accuracy']:.4f}, log-loss {cal['log_loss']:.4f}" if cal else ""
+            print(f"{direction}: {info['fit_seconds']:.1f} s, {len(info['history'])} passes{extra}")
+        print(f"wrote {args.out}: {t['examples']['fit']} training examples, "
+              f"{time.perf_counter() - start:.1f} s, peak memory {t['peak_memory_bytes'] / 2**20:.0f} MiB")
+    return 0

@@ -1,0 +1,229 @@
+"""Dual multinomial logistic regression by shrinking exponentiated gradient.
+
+Dual-MLR paper (dual-mlr-reordering), Section 3.1 and Algorithm 1. The primal (eq. 6)
+    P(w) = 1/(2 sigma^2) sum_k ||w_k||^2 + sum_i [logsumexp_k w_k.x_i - w_{y_i}.x_i]
+has the dual (eq. 9) D(alpha) = 1/(2 sigma^2) sum_k ||w_k(alpha)||^2 + sum_ik alpha_ik log alpha_ik
+over one probability simplex per example, with w_k(alpha) = sigma^2 sum_i (p~_ik - alpha_ik) x_i
+(eq. 10), and min P = -min D. We write C for sigma^2 (the same role as the SVM's C).
+
+Per visited example: the gradient (eq. 12, dropping terms constant in k, which neither
+the EG update nor the gap test sees) is 1 + log alpha_ik - w_k.x_i; the gap
+v_i = max_k - min_k of it (eq. 16) decides shrinking; an EG step (eq. 11) with eta = 0.5
+is halved until the exact change of D (eq. 13) is non-positive; w is updated by eq. 14.
+Because w_k.x_i after a step is known in closed form (s_k - C ||x_i||^2 delta_k), up to
+`inner_steps` EG steps can be taken on the same example for the price of one sparse
+read and one sparse write (1 = the paper's algorithm). alpha starts at eq. 15 with a
+small `init_eps`. Shrinking, tolerance cooling and the stopping certificate are the
+same as the SVM's (`shrinking.run_shrinking`).
+
+Bias: a constant feature of value `bias`, regularised (LIBLINEAR `-B` style), 0 = none.
+This module must not know about stores or files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+from training.families.base import ReorderingClassifier
+from training.families.shrinking import run_shrinking
+from training.families.sparse import check_Xy, decision_scores, row_sqnorms
+
+
+@nb.njit(nogil=True, cache=True)
+def _xlogx(a):
+    return a * np.log(a) if a > 0.0 else 0.0
+
+
+@nb.njit(nogil=True, cache=True)
+def _init_w(indptr, indices, data, y, bias, C, alpha, w):
+    """w(alpha) of eq. 10 for the starting alpha (one pass over the data)."""
+    K = w.shape[1]
+    fb = w.shape[0] - 1
+    for i in range(indptr.shape[0] - 1):
+        for k in range(K):
+            c = C * ((1.0 if k == y[i] else 0.0) - alpha[i, k])
+            for p in range(indptr[i], indptr[i + 1]):
+                w[indices[p], k] += c * data[p]
+            if bias != 0.0:
+                w[fb, k] += c * bias
+
+
+@nb.njit(nogil=True, cache=True)
+def _dual_objective(w, alpha, C):
+    total = 0.0
+    for j in range(w.shape[0]):
+        for k in range(w.shape[1]):
+            total += w[j, k] * w[j, k]
+    total /= 2.0 * C
+    for i in range(alpha.shape[0]):
+        for k in range(alpha.shape[1]):
+            total += _xlogx(alpha[i, k])
+    return total
+
+
+@nb.njit(nogil=True, cache=True)
+def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, alpha, index, active, tol,
+              max_trials, inner_steps, objective):
+    """One pass of Algorithm 1 over index[:active]; shrunk examples move behind `active`."""
+    K = w.shape[1]
+    fb = w.shape[0] - 1
+    s = np.empty(K)       # w_k(alpha).x_i
+    grad = np.empty(K)    # log alpha_ik - s_k  (eq. 12 up to a constant)
+    a_old = np.empty(K)
+    a_cur = np.empty(K)
+    a_new = np.empty(K)
+    max_violation = 0.0
+    updates = 0
+    pos = 0
+    while pos < active:
+        i = index[pos]
+        A = C * sqnorm[i]
+        for k in range(K):
+            s[k] = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            v = data[p]
+            for k in range(K):
+                s[k] += w[j, k] * v
+        if bias != 0.0:
+            for k in range(K):
+                s[k] += w[fb, k] * bias
+        for k in range(K):
+            a_old[k] = alpha[i, k]
+            a_cur[k] = a_old[k]
+        v_first = 0.0
+        for step in range(inner_steps):
+            g_max = -np.inf
+            g_min = np.inf
+            for k in range(K):
+                grad[k] = np.log(a_cur[k]) - s[k]
+                if grad[k] > g_max:
+                    g_max = grad[k]
+                if grad[k] < g_min:
+                    g_min = grad[k]
+            v_i = g_max - g_min  # eq. 16
+            if step == 0:
+                v_first = v_i
+                if v_i > max_violation:
+                    max_violation = v_i
+            if v_i <= 1e-12 or (step > 0 and v_i < 0.1 * tol):
+                break
+            eta = 0.5
+            accepted = False
+            for trial in range(max_trials):
+                # eq. 11 in log space: log a'_k = log a_k - eta grad_k - log Z
+                m = -np.inf
+                for k in range(K):
+                    a_new[k] = np.log(a_cur[k]) - eta * (grad[k] - g_min)
+                    if a_new[k] > m:
+                        m = a_new[k]
+                z = 0.0
+                for k in range(K):
+                    a_new[k] = np.exp(a_new[k] - m)
+                    z += a_new[k]
+                # eq. 13: exact change of D
+                d_ent = 0.0
+                d_lin = 0.0
+                d_sq = 0.0
+                for k in range(K):
+                    a_new[k] = max(a_new[k] / z, 1e-300)
+                    d = a_new[k] - a_cur[k]
+                    d_ent += _xlogx(a_new[k]) - _xlogx(a_cur[k])
+                    d_lin += d * s[k]
+                    d_sq += d * d
+                change = d_ent - d_lin + 0.5 * A * d_sq
+                if change <= 0.0:
+                    accepted = True
+                    objective[0] += change
+                    for k in range(K):
+                        s[k] -= A * (a_new[k] - a_cur[k])
+                        a_cur[k] = a_new[k]
+                    break
+                eta *= 0.5
+            if not accepted:
+                break
+        # eq. 14 once for all inner steps: w_k -= C (alpha'_ik - alpha_ik) x_i
+        moved = False
+        for k in range(K):
+            a_new[k] = -C * (a_cur[k] - a_old[k])
+            if a_new[k] != 0.0:
+                moved = True
+            alpha[i, k] = a_cur[k]
+        if moved:
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                v = data[p]
+                for k in range(K):
+                    w[j, k] += a_new[k] * v
+            if bias != 0.0:
+                for k in range(K):
+                    w[fb, k] += a_new[k] * bias
+            updates += 1
+        if v_first < tol:
+            active -= 1
+            index[pos], index[active] = index[active], index[pos]
+        else:
+            pos += 1
+    return active, max_violation, updates
+
+
+class DualMLR(ReorderingClassifier):
+    """Multinomial LR (eq. 6 with sigma^2 = C) solved in the dual by shrinking EG.
+
+    eps: shrinking/stopping tolerance on the gap of eq. 16; init_eps: eq. 15;
+    max_trials: step halvings per example; inner_steps: EG steps per visit (1 = paper).
+    """
+
+    family = "dual-mlr"
+
+    def __init__(self, C: float = 1.0, eps: float = 0.1, bias: float = 1.0,
+                 max_passes: int = 1000, seed: int = 0, init_eps: float = 1e-3,
+                 max_trials: int = 30, inner_steps: int = 1, n_classes: int | None = None,
+                 verbose: bool = False):
+        self.C = C
+        self.eps = eps
+        self.bias = bias
+        self.max_passes = max_passes
+        self.seed = seed
+        self.init_eps = init_eps
+        self.max_trials = max_trials
+        self.inner_steps = inner_steps
+        self.n_classes = n_classes
+        self.verbose = verbose
+
+    def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "DualMLR":
+        X, y, K = check_Xy(X, y, self.n_classes)
+        n, F = X.shape
+        C, bias = float(self.C), float(self.bias)
+        sqnorm = row_sqnorms(X) + bias * bias
+        alpha = np.full((n, K), self.init_eps / (K - 1), dtype=np.float64)  # eq. 15
+        alpha[np.arange(n), y] = 1.0 - self.init_eps
+        w = np.zeros((F + 1, K), dtype=np.float64)
+        _init_w(X.indptr, X.indices, X.data, y, bias, C, alpha, w)
+        objective = np.array([_dual_objective(w, alpha, C)])
+
+        def run_pass(index, active, tol):
+            return _mlr_pass(X.indptr, X.indices, X.data, sqnorm, bias, C, w, alpha, index,
+                             active, tol, int(self.max_trials), int(self.inner_steps),
+                             objective)
+
+        self.history_, self.converged_ = run_shrinking(
+            run_pass, lambda: objective[0], n, float(self.eps), int(self.max_passes),
+            int(self.seed), self.verbose, desc="dual-mlr")
+        self.n_passes_ = len(self.history_)
+        self.dual_objective_ = float(_dual_objective(w, alpha, C))
+        self.coef_ = w[:F].astype(np.float32)
+        self.intercept_ = (w[F] * bias).astype(np.float32)
+        self.n_classes_ = K
+        return self
+
+    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
+        return decision_scores(X, self.coef_, self.intercept_)
+
+    def fit_summary(self) -> dict[str, Any]:
+        return {"converged": bool(self.converged_), "passes": self.n_passes_,
+                "dual_objective": self.dual_objective_}

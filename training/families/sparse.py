@@ -1,0 +1,82 @@
+"""Small sparse-matrix helpers shared by the families: input checks and scoring.
+
+Checks happen once, at `fit`; the numba kernels trust what they get.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+from training.errors import InputError
+
+
+def check_Xy(X, y, n_classes: int | None = None) -> tuple[sp.csr_matrix, np.ndarray, int]:
+    """CSR with sorted int32/int64 indices and labels in [0, n_classes) as int64."""
+    if not sp.issparse(X):
+        raise InputError(f"X must be a scipy.sparse CSR matrix, got {type(X).__name__}")
+    X = X.tocsr()
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise InputError(f"y must be a vector of {X.shape[0]} labels, got shape {y.shape}")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise InputError(f"y must hold integer class indices, got dtype {y.dtype}")
+    y = y.astype(np.int64)
+    if y.size and y.min() < 0:
+        raise InputError(f"y holds a negative class index {y.min()}")
+    k = int(y.max()) + 1 if y.size else 0
+    if n_classes is None:
+        n_classes = max(k, 2)
+    elif k > n_classes:
+        raise InputError(f"y holds class index {k - 1} but n_classes is {n_classes}")
+    if X.shape[0] == 0:
+        raise InputError("cannot train on zero examples")
+    return X, y, int(n_classes)
+
+
+@nb.njit(nogil=True, cache=True)
+def _row_sqnorms(indptr, data):
+    n = indptr.shape[0] - 1
+    out = np.zeros(n)
+    for i in range(n):
+        acc = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            acc += data[p] * data[p]
+        out[i] = acc
+    return out
+
+
+def row_sqnorms(X: sp.csr_matrix) -> np.ndarray:
+    """x_i.x_i for every row (A in the SVM paper's eq. 10), float64."""
+    return _row_sqnorms(X.indptr, X.data)
+
+
+@nb.njit(nogil=True, cache=True)
+def _scores(indptr, indices, data, W, b, out):
+    K = W.shape[1]
+    for i in range(indptr.shape[0] - 1):
+        for k in range(K):
+            out[i, k] = b[k]
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            v = data[p]
+            for k in range(K):
+                out[i, k] += W[j, k] * v
+
+
+def decision_scores(X: sp.csr_matrix, W: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """X W + b without scipy's dtype upcast copies of X (float64 result)."""
+    X = X.tocsr()
+    out = np.empty((X.shape[0], W.shape[1]), dtype=np.float64)
+    _scores(X.indptr, X.indices, X.data, W, np.asarray(b, dtype=W.dtype), out)
+    return out
+
+
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 (in place on a copy)."""
+    p = np.array(scores, dtype=np.float64)
+    p -= p.max(axis=1, keepdims=True)
+    np.exp(p, out=p)
+    p /= p.sum(axis=1, keepdims=True)
+    return p

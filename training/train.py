@@ -1,0 +1,200 @@
+"""Train one weight file: a Moses type string, a feature set, a family, an example store.
+
+The steps are the same for every family, so nothing here branches on it: resolve the
+type (one classifier per direction, backward first), split sentences (held-out tail
+for `eval`, then a calibration tail of the training part), build the feature matrix
+(training.vocab.build_matrix, vocabulary counted on the fit sentences only), fit and
+calibrate one classifier per direction, and write the weight file with everything that
+reproduces it. The family is looked up in FAMILIES and receives hyper-parameters; this
+module must not know any family's internals, and families must not know about stores.
+"""
+
+from __future__ import annotations
+
+import inspect
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from training import __version__
+from training.errors import InputError
+from training.families import FAMILIES
+from training.families.calibration import log_loss
+from training.featurespec import FeatureSpec
+from training.model import write_model
+from training.mosestype import MosesType, type_labels
+from training.store import ExampleStore
+from training.vocab import DEFAULT_THRESHOLD, build_matrix
+
+try:  # helper "align" owns the split; until it lands, the same rule locally.
+    from training.split import heldout_sentences
+except ImportError:  # pragma: no cover - removed once training/split.py is on main
+    def heldout_sentences(n_sentences: int, fraction: float = 0.1) -> np.ndarray:
+        mask = np.zeros(n_sentences, dtype=bool)
+        mask[n_sentences - min(n_sentences, int(n_sentences * fraction + 0.5)):] = True
+        return mask
+
+
+@dataclass(frozen=True)
+class SentenceSplit:
+    """Boolean masks over sentences: fit (train the classifiers), calibrate, held out."""
+
+    fit: np.ndarray
+    calibrate: np.ndarray
+    heldout: np.ndarray
+
+    @classmethod
+    def make(cls, n_sentences: int, heldout_fraction: float, calibration_fraction: float) -> "SentenceSplit":
+        """Held-out = the last `heldout_fraction` (training.split); calibration = the last
+        `calibration_fraction` of what remains; fit = the rest."""
+        if not 0.0 <= calibration_fraction < 1.0:
+            raise InputError(f"--calibration-fraction must be in [0, 1), got {calibration_fraction}")
+        heldout = heldout_sentences(n_sentences, heldout_fraction)
+        train = np.flatnonzero(~heldout)
+        n_cal = int(len(train) * calibration_fraction + 0.5)
+        calibrate = np.zeros(n_sentences, dtype=bool)
+        calibrate[train[len(train) - n_cal:]] = True
+        fit = ~heldout & ~calibrate
+        if not fit.any():
+            raise InputError("no sentences left to train on; lower --heldout-fraction or --calibration-fraction")
+        return cls(fit, calibrate, heldout)
+
+
+def select_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
+    """Rows of X; a contiguous run (the usual case: sentences are in store order) is a view."""
+    if rows.size and rows[-1] - rows[0] + 1 == rows.size:
+        a, b = int(rows[0]), int(rows[-1]) + 1
+        p0, p1 = X.indptr[a], X.indptr[b]
+        view = sp.csr_matrix((X.data[p0:p1], X.indices[p0:p1], X.indptr[a:b + 1] - p0),
+                             shape=(b - a, X.shape[1]), copy=False)
+        view.has_sorted_indices = X.has_sorted_indices
+        return view
+    return X[rows]
+
+
+def family_params(family: str, given: dict[str, Any], implied: dict[str, Any]) -> dict[str, Any]:
+    """Constructor arguments: every explicitly given one must exist; implied ones
+    (n_classes, verbose, seed) are passed only where the family takes them."""
+    if family not in FAMILIES:
+        raise InputError(f"unknown family {family!r} (known: {', '.join(sorted(FAMILIES))})")
+    accepted = set(inspect.signature(FAMILIES[family].__init__).parameters) - {"self"}
+    unknown = sorted(set(given) - accepted)
+    if unknown:
+        raise InputError(f"family {family} has no hyper-parameter {', '.join(unknown)} "
+                         f"(it takes: {', '.join(sorted(accepted))})")
+    params = {k: v for k, v in implied.items() if k in accepted and v is not None}
+    params.update(given)
+    return params
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        v = float(value)
+        return v if np.isfinite(v) else None
+    return value
+
+
+def train_model(store_dir: str | Path, *, family: str, moses_type: str, features: str, out: str | Path,
+                threshold: int = DEFAULT_THRESHOLD, heldout_fraction: float = 0.1,
+                calibration_fraction: float = 0.05, params: dict[str, Any] | None = None,
+                seed: int | None = None, float16: bool = False, plot: str | Path | None = None,
+                verbose: bool = False) -> dict[str, Any]:
+    """Train every direction of `moses_type` and write the weight file `out`; returns its metadata."""
+    start = time.perf_counter()
+    mtype = MosesType.parse(moses_type)
+    spec = FeatureSpec.parse(features)
+    store = ExampleStore.open(store_dir)
+    params = family_params(family, dict(params or {}),
+                           {"n_classes": len(mtype.classes), "seed": seed, "verbose": verbose})
+    columns = mtype.store_columns()
+    for column in columns:
+        store.column_index(column)  # InputError naming the store if it lacks the labels
+    split = SentenceSplit.make(store.n_sentences, heldout_fraction, calibration_fraction)
+    sentence = store.sentence_of_examples()
+    fit_rows = np.flatnonzero(split.fit[sentence])
+    cal_rows = np.flatnonzero(split.calibrate[sentence])
+    if fit_rows.size == 0:
+        raise InputError("the training sentences hold no examples", store_dir)
+
+    t_features = time.perf_counter()
+    matrix = build_matrix(store, spec, threshold, split.fit, progress=verbose)
+    feature_seconds = time.perf_counter() - t_features
+    if matrix.X.shape[1] == 0:
+        raise InputError(f"no feature of {spec.name} occurs more than {threshold} times in the "
+                         "training sentences; lower --threshold", store_dir)
+    X_fit, X_cal = select_rows(matrix.X, fit_rows), select_rows(matrix.X, cal_rows)
+
+    models, directions_meta = [], {}
+    t_train = time.perf_counter()
+    for direction, column in zip(mtype.directions, columns):
+        labels = type_labels(store.load_labels(column), mtype.orientation).astype(np.int64)
+        if verbose:
+            print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
+        t0 = time.perf_counter()
+        model = FAMILIES[family](**params).fit(X_fit, labels[fit_rows])
+        fit_seconds = time.perf_counter() - t0
+        info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
+                                "history": getattr(model, "history_", [])}
+        if cal_rows.size:
+            y_cal = labels[cal_rows]
+            before = model.decision_function(X_cal)
+            model.calibrate(X_cal, y_cal)
+            probs = model.predict_proba(X_cal)
+            info["calibration"] = {
+                "examples": int(cal_rows.size),
+                "accuracy": float(np.mean(np.argmax(before, axis=1) == y_cal)),
+                "log_loss_before": log_loss(before, y_cal),
+                "log_loss": float(np.mean(-np.log(np.maximum(probs[np.arange(len(y_cal)), y_cal], 1e-300)))),
+            }
+        info["summary"] = model.fit_summary()
+        models.append(model)
+        directions_meta[direction] = info
+    train_seconds = time.perf_counter() - t_train
+
+    exported = [m.export_arrays() for m in models]
+    arrays = {name: np.concatenate([e[name] for e in exported], axis=-1) for name in exported[0]}
+    weights, bias = arrays.pop("weights"), arrays.pop("bias")
+    if plot is not None:
+        from training.historyplot import plot_history
+
+        plot_history({d: info["history"] for d, info in directions_meta.items()}, plot,
+                     title=f"{family} {mtype} {spec.name}")
+    corpus = store.meta.get("corpus", {})
+    metadata = {
+        "training": {
+            "store": str(Path(store_dir).resolve()),
+            "examples": {"fit": int(fit_rows.size), "calibration": int(cal_rows.size),
+                         "heldout": int(store.n_examples - fit_rows.size - cal_rows.size)},
+            "sentences": {"fit": int(split.fit.sum()), "calibration": int(split.calibrate.sum()),
+                          "heldout": int(split.heldout.sum())},
+            "heldout_fraction": heldout_fraction, "calibration_fraction": calibration_fraction,
+            "features_distinct": int(matrix.meta.get("n_distinct", 0)) if isinstance(matrix.meta, dict) else 0,
+            "feature_seconds": feature_seconds, "train_seconds": train_seconds,
+            "peak_memory_bytes": peak_rss_bytes(),
+            "directions": directions_meta,
+        },
+    }
+    write_model(out, family=family, moses_type=str(mtype), keys=matrix.keys, weights=weights, bias=bias,
+                features=spec, threshold=threshold, link=FAMILIES[family].link,
+                trainer=f"{type(models[0]).__module__}.{type(models[0]).__name__} (moses-reorder {__version__})",
+                hyperparameters=_jsonable(models[0].get_params()),
+                corpus_fingerprint=corpus.get("sha256", "") if isinstance(corpus, dict) else str(corpus),
+                training_seconds=time.perf_counter() - start, extras=arrays or None, float16=float16,
+                metadata=_jsonable(metadata))
+    return metadata

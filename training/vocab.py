@@ -1,0 +1,267 @@
+"""Feature vocabulary and the training matrix: keys counted over a store -> CSR X, cached on disk.
+
+`FeatureVocab` keeps the keys seen more than `threshold` times in the training
+sentences (the papers keep features seen more than 10 times) and maps a PairBatch to
+CSR rows over those keys. `build_matrix` streams a whole example store through it
+twice (count, then map) and caches the result under STORE/features/ so that several
+trainers reuse one matrix. This module must not extract features itself (it calls
+training/features.py) nor know about labels or families.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+from training import __version__
+from training.batch import PairBatch
+from training.errors import InputError
+from training.features import extract_keys
+from training.featurespec import FeatureSpec
+from training.keytable import KeyCounter, KeyIndex, find_row
+
+DEFAULT_THRESHOLD = 10
+# Pairs per extraction call: bounds the key buffer (S15 can reach ~1,500 keys for one pair).
+SUB_BATCH_PAIRS = 65_536
+CACHE_FORMAT = "moses-reorder-features"
+
+
+def pair_slice(batch: PairBatch, lo: int, hi: int) -> PairBatch:
+    """Pairs lo..hi-1 of a batch (sentences are shared, not copied)."""
+    t0, t1 = batch.tgt_offsets[lo], batch.tgt_offsets[hi]
+    a0, a1 = batch.align_offsets[lo], batch.align_offsets[hi]
+    return PairBatch(
+        src_tokens=batch.src_tokens, src_offsets=batch.src_offsets,
+        pair_sentence=batch.pair_sentence[lo:hi], src_start=batch.src_start[lo:hi], src_end=batch.src_end[lo:hi],
+        tgt_tokens=batch.tgt_tokens[t0:t1], tgt_offsets=batch.tgt_offsets[lo:hi + 1] - t0,
+        align_src=batch.align_src[a0:a1], align_tgt=batch.align_tgt[a0:a1],
+        align_offsets=batch.align_offsets[lo:hi + 1] - a0)
+
+
+def iter_keys(batch: PairBatch, spec: FeatureSpec, size: int = SUB_BATCH_PAIRS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """extract_keys over bounded slices of a large batch."""
+    for lo in range(0, batch.n_pairs, size):
+        yield extract_keys(pair_slice(batch, lo, min(lo + size, batch.n_pairs)), spec)
+
+
+@nb.njit(nogil=True, cache=True)
+def _to_columns(indptr, keys, vocab, slots):
+    """Keep the known keys of each row; their columns come out ascending (keys and vocab are sorted)."""
+    mask = np.uint64(slots.shape[0] - 1)
+    n = indptr.shape[0] - 1
+    out_ptr = np.empty(n + 1, dtype=np.int64)
+    cols = np.empty(keys.shape[0], dtype=np.int32)
+    out_ptr[0] = 0
+    w = 0
+    for p in range(n):
+        for i in range(indptr[p], indptr[p + 1]):
+            r = find_row(vocab, slots, mask, keys[i])
+            if r >= 0:
+                cols[w] = r
+                w += 1
+        out_ptr[p + 1] = w
+    return out_ptr, cols[:w].copy()
+
+
+class FeatureVocab:
+    """Kept feature keys (sorted uint64) and the key -> column map.
+
+    `fit` counts; `keys_` are the kept keys, `counts_` their training counts and
+    `n_distinct_` how many distinct keys were seen before the threshold.
+    """
+
+    def __init__(self, spec: FeatureSpec | str, threshold: int = DEFAULT_THRESHOLD):
+        self.spec = spec if isinstance(spec, FeatureSpec) else FeatureSpec.parse(spec)
+        if threshold < 0:
+            raise InputError(f"threshold must be >= 0, got {threshold}")
+        self.threshold = int(threshold)
+
+    def fit(self, batches: Iterable[PairBatch]) -> "FeatureVocab":
+        counter = KeyCounter()
+        for batch in batches:
+            for _, keys in iter_keys(batch, self.spec):
+                counter.add(keys)
+        keys, counts = counter.items()
+        keep = counts > self.threshold
+        return self.set_keys(keys[keep], counts[keep], n_distinct=int(keys.shape[0]))
+
+    def set_keys(self, keys: np.ndarray, counts: np.ndarray | None = None, n_distinct: int | None = None
+                 ) -> "FeatureVocab":
+        """Adopt an existing sorted key vector (a cache or a model file's keys)."""
+        self.keys_ = np.ascontiguousarray(keys, dtype=np.uint64)
+        self.counts_ = counts
+        self.n_distinct_ = int(keys.shape[0]) if n_distinct is None else n_distinct
+        self._index = KeyIndex(self.keys_)
+        return self
+
+    @property
+    def n_features(self) -> int:
+        return int(self.keys_.shape[0])
+
+    def transform_keys(self, indptr: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Key CSR -> column CSR (int64 indptr, int32 indices), unknown keys dropped."""
+        return _to_columns(indptr, keys, self.keys_, self._index.slots)
+
+    def transform(self, batch: PairBatch) -> sp.csr_matrix:
+        """Binary CSR [n_pairs x n_features], float32 ones."""
+        parts = [self.transform_keys(*k) for k in iter_keys(batch, self.spec)]
+        return _csr(parts, self.n_features)
+
+
+def _csr(parts: list[tuple[np.ndarray, np.ndarray]], n_features: int) -> sp.csr_matrix:
+    """Stack row blocks (indptr, indices) into one CSR with implicit ones."""
+    n_rows = sum(p[0].shape[0] - 1 for p in parts)
+    nnz = sum(p[1].shape[0] for p in parts)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    indices = np.empty(nnz, dtype=np.int32)
+    row = pos = 0
+    for ptr, cols in parts:
+        n = ptr.shape[0] - 1
+        indptr[row + 1:row + n + 1] = ptr[1:] + pos
+        indices[pos:pos + cols.shape[0]] = cols
+        row += n
+        pos += cols.shape[0]
+    return _matrix(indptr, indices, n_features)
+
+
+def _matrix(indptr: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_matrix:
+    data = np.ones(indices.shape[0], dtype=np.float32)
+    X = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, n_features), copy=False)
+    X.has_sorted_indices = True
+    return X
+
+
+@dataclass
+class FeatureMatrix:
+    """What build_matrix returns. Rows are all store examples, in store order."""
+
+    X: sp.csr_matrix
+    keys: np.ndarray
+    spec: FeatureSpec
+    threshold: int
+    meta: dict[str, Any]
+    path: Path | None
+
+
+def cache_name(spec: FeatureSpec, threshold: int, sentence_mask: np.ndarray | None) -> str:
+    name = f"{spec.name}-t{threshold}"
+    if sentence_mask is not None:
+        digest = hashlib.sha256(np.packbits(np.asarray(sentence_mask, dtype=bool)).tobytes()).hexdigest()
+        name += f"-m{digest[:12]}"
+    return name
+
+
+def _store_identity(store) -> dict[str, Any]:
+    corpus = store.meta.get("corpus", {})
+    return {"corpus_sha256": corpus.get("sha256") if isinstance(corpus, dict) else corpus,
+            "n_examples": store.n_examples, "n_sentences": store.n_sentences}
+
+
+def _load_cache(path: Path, store, spec: FeatureSpec, threshold: int) -> FeatureMatrix | None:
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    if (meta.get("format") != CACHE_FORMAT or meta.get("store") != _store_identity(store)
+            or meta.get("spec") != spec.name or meta.get("threshold") != threshold):
+        return None
+    arrays = {n: np.load(path / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in ("keys", "indptr", "indices")}
+    X = _matrix(np.asarray(arrays["indptr"]), np.asarray(arrays["indices"]), arrays["keys"].shape[0])
+    return FeatureMatrix(X, np.asarray(arrays["keys"]), spec, threshold, meta, path)
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    with open(path, "wb") as fh:
+        np.save(fh, array, allow_pickle=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def build_matrix(store, spec: FeatureSpec | str, threshold: int = DEFAULT_THRESHOLD,
+                 sentence_mask: np.ndarray | None = None, *, cache: bool = True,
+                 progress: bool = False) -> FeatureMatrix:
+    """X [n_examples x F] over ALL store examples, vocabulary counted on the masked sentences.
+
+    The cache lives in STORE/features/<spec>-t<threshold>[-m<mask digest>]/ and is built
+    in a temporary sibling directory and renamed into place, so a crash leaves no half
+    cache and two concurrent builders cannot corrupt each other.
+    """
+    spec = spec if isinstance(spec, FeatureSpec) else FeatureSpec.parse(spec)
+    threshold = int(threshold)
+    if sentence_mask is not None:
+        sentence_mask = np.asarray(sentence_mask, dtype=bool)
+        if sentence_mask.shape != (store.n_sentences,):
+            raise InputError(f"sentence_mask must have shape ({store.n_sentences},), got {sentence_mask.shape}")
+    root = Path(store.path) / "features"
+    target = root / cache_name(spec, threshold, sentence_mask)
+    if cache:
+        found = _load_cache(target, store, spec, threshold)
+        if found is not None:
+            return found
+    started = time.perf_counter()
+    chunks = store.iter_chunks(sentence_mask)
+    if progress:
+        from tqdm import tqdm
+        chunks = tqdm(chunks, total=len(store.meta["chunks"]), desc=f"count {spec.name}", unit="chunk")
+    vocab = FeatureVocab(spec, threshold).fit(chunk.batch for chunk in chunks)
+    count_seconds = time.perf_counter() - started
+    parts = []
+    expected_first = 0
+    for chunk in store.iter_chunks():
+        if chunk.examples.shape[0] and int(chunk.examples[0]) != expected_first:
+            raise InputError("store chunks are not in example order", store.path)
+        expected_first += chunk.examples.shape[0]
+        parts.extend(vocab.transform_keys(*k) for k in iter_keys(chunk.batch, spec))
+    X = _csr(parts, vocab.n_features)
+    if X.shape[0] != store.n_examples:
+        raise InputError(f"store yielded {X.shape[0]} examples, its metadata says {store.n_examples}", store.path)
+    meta = {
+        "format": CACHE_FORMAT, "version": 1, "spec": spec.name, "threshold": threshold,
+        "store": _store_identity(store), "n_features": vocab.n_features, "n_distinct": vocab.n_distinct_,
+        "nnz": int(X.nnz), "mask_sentences": None if sentence_mask is None else int(sentence_mask.sum()),
+        "count_seconds": round(count_seconds, 3), "seconds": round(time.perf_counter() - started, 3),
+        "software_version": __version__,
+    }
+    path = None
+    if cache:
+        path = _write_cache(root, target, vocab, X, meta)
+    return FeatureMatrix(X, vocab.keys_, spec, threshold, meta, path)
+
+
+def _write_cache(root: Path, target: Path, vocab: FeatureVocab, X: sp.csr_matrix, meta: dict) -> Path:
+    root.mkdir(exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=root))
+    try:
+        _save_npy(tmp / "keys.npy", vocab.keys_)
+        _save_npy(tmp / "counts.npy", vocab.counts_.astype(np.uint32))
+        _save_npy(tmp / "indptr.npy", X.indptr.astype(np.int64, copy=False))
+        _save_npy(tmp / "indices.npy", X.indices.astype(np.int32, copy=False))
+        with open(tmp / "meta.json", "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(meta, indent=2) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if target.exists():  # another builder finished first: same content, keep theirs
+            shutil.rmtree(tmp)
+            return target
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return target
