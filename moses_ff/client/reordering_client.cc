@@ -29,12 +29,15 @@ std::string Seconds(int ms) {
 
 std::string ServiceConfig(const ClientOptions &o) {
   std::ostringstream s;
-  s << R"({"loadBalancingConfig":[{"round_robin":{}}],)"
-    << R"("methodConfig":[{"name":[{"service":"reordering.v1.ReorderingScorer"}],)"
-    << R"("retryPolicy":{"maxAttempts":)" << std::clamp(o.max_attempts, 2, 5)
-    << R"(,"initialBackoff":")" << Seconds(o.initial_backoff_ms)
-    << R"(","maxBackoff":")" << Seconds(std::max(o.max_backoff_ms, o.initial_backoff_ms))
-    << R"(","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]})";
+  s << R"({"loadBalancingConfig":[{"round_robin":{}}])";
+  if (o.max_attempts > 1) {  // gRPC's retryPolicy needs 2..5 attempts; 1 means no retries
+    s << R"(,"methodConfig":[{"name":[{"service":"reordering.v1.ReorderingScorer"}],)"
+      << R"("retryPolicy":{"maxAttempts":)" << std::min(o.max_attempts, 5)
+      << R"(,"initialBackoff":")" << Seconds(o.initial_backoff_ms)
+      << R"(","maxBackoff":")" << Seconds(std::max(o.max_backoff_ms, o.initial_backoff_ms))
+      << R"(","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}])";
+  }
+  s << "}";
   return s.str();
 }
 

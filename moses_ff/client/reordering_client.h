@@ -28,7 +28,7 @@ struct ClientOptions {
   std::string target;
   // Deadline of one RPC, retries included.
   int timeout_ms = 5000;
-  // Attempts per RPC when the service answers UNAVAILABLE (gRPC caps this at 5).
+  // Attempts per RPC when the service answers UNAVAILABLE (gRPC caps this at 5; 1 = no retry).
   int max_attempts = 4;
   int initial_backoff_ms = 50;
   int max_backoff_ms = 1000;

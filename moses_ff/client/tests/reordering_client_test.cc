@@ -194,6 +194,16 @@ TEST(Client, GetModelReportsTheSchemaAndLoadedVersions) {
   EXPECT_EQ(g_fixture->oldest(), client.GetModel(g_fixture->model(), g_fixture->oldest()).version);
 }
 
+TEST(Client, EveryRetrySettingGivesAWorkingChannel) {
+  REQUIRE_FIXTURE();
+  for (int attempts : {1, 2, 5, 9}) {
+    ClientOptions o = Options(g_server->address());
+    o.max_attempts = attempts;
+    Client client(o);
+    EXPECT_EQ(g_fixture->newest(), client.GetModel(g_fixture->model()).version) << attempts << " attempts";
+  }
+}
+
 TEST(Client, ScoresEqualThePythonPathForEveryVersion) {
   REQUIRE_FIXTURE();
   Client client(Options(g_server->address()));
