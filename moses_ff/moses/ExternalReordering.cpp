@@ -3,6 +3,7 @@
 #include "ExternalReordering.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <sstream>
 
@@ -194,6 +195,7 @@ void ExternalReordering::ScoreSentence(Manager &manager) const
   if (options.empty()) return;
 
   reordering::ScoreResult result;
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   try {
     result = m_client->Score(m_model, m_pinnedVersion, request.input());
   } catch (const reordering::ClientError &e) {
@@ -211,6 +213,10 @@ void ExternalReordering::ScoreSentence(Manager &manager) const
                  << " with " << result.NumOutputs() << " outputs; pinned version " << m_pinnedVersion
                  << " has " << GetNumScoreComponents());
 
+  VERBOSE(1, "Line " << source.GetTranslationId() << ": " << GetScoreProducerDescription() << " scored "
+          << options.size() << " translation options in one RPC, took "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+          << " seconds" << endl);
   const size_t width = result.NumOutputs();
   Scores row(width);
   for (size_t p = 0; p < options.size(); ++p) {
