@@ -1,0 +1,235 @@
+// -*- mode: c++; indent-tabs-mode: nil; tab-width:2  -*-
+// See ExternalReordering.h for what this is for and what it must not do.
+#include "ExternalReordering.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include "moses/AlignmentInfo.h"
+#include "moses/Hypothesis.h"
+#include "moses/InputType.h"
+#include "moses/Manager.h"
+#include "moses/TargetPhrase.h"
+#include "moses/TranslationOption.h"
+#include "moses/TranslationOptionCollection.h"
+#include "moses/TranslationOptionList.h"
+#include "moses/Util.h"
+#include "moses/Word.h"
+#include "util/exception.hh"
+
+#include "reordering_client.h"
+
+using namespace std;
+
+namespace Moses
+{
+namespace
+{
+
+const char *const kOurKeys[] = {"server", "model", "version", "timeout-ms", "on-error"};
+
+bool IsOurKey(const string &key)
+{
+  for (size_t i = 0; i < sizeof(kOurKeys) / sizeof(kOurKeys[0]); ++i)
+    if (key == kOurKeys[i]) return true;
+  return false;
+}
+
+// First factor of a factor list such as input-factor=0 (our model sees one factor).
+FactorType FirstFactor(const vector<pair<string, string> > &line, const string &key)
+{
+  for (size_t i = 0; i < line.size(); ++i)
+    if (line[i].first == key) return Tokenize<FactorType>(line[i].second, ",").at(0);
+  return 0;
+}
+
+// "hier-msd-bidirectional-fe-allff" and "hier-msd-bidirectional-fe" are the same model:
+// allff is Moses's default; the served model names the type without it.
+string NormalizedType(const string &type)
+{
+  vector<string> parts = Tokenize(type, "-");
+  string out;
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i] != "allff") out += (out.empty() ? "" : "-") + parts[i];
+  return out;
+}
+
+string Surface(const Word &w, FactorType f)
+{
+  const Factor *factor = w.GetFactor(f);
+  return factor ? factor->GetString().as_string() : string();
+}
+
+}  // namespace
+
+string ExternalReordering::StripServiceKeys(const string &line,
+                                            vector<pair<string, string> > *found)
+{
+  vector<string> toks = Tokenize(line);
+  UTIL_THROW_IF2(toks.empty(), "ExternalReordering: empty feature line");
+  string kept = toks[0];
+  for (size_t i = 1; i < toks.size(); ++i) {
+    vector<string> kv = TokenizeFirstOnly(toks[i], "=");
+    bool ours = kv.size() == 2 && IsOurKey(kv[0]);
+    if (found && kv.size() == 2) found->push_back(make_pair(kv[0], kv[1]));
+    if (!ours) kept += " " + toks[i];
+  }
+  return kept;
+}
+
+ExternalReordering::ExternalReordering(const string &line)
+  : LexicalReordering(StripServiceKeys(line, NULL))
+  , m_requestedVersion(0)
+  , m_pinnedVersion(0)
+  , m_timeoutMs(5000)
+  , m_onError(FAIL)
+  , m_sentences(0)
+  , m_failures(0)
+{
+  vector<pair<string, string> > args;
+  StripServiceKeys(line, &args);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const string &key = args[i].first, &value = args[i].second;
+    if (key == "server") m_server = value;
+    else if (key == "model") m_model = value;
+    else if (key == "version") m_requestedVersion = Scan<uint64_t>(value);
+    else if (key == "timeout-ms") m_timeoutMs = Scan<int>(value);
+    else if (key == "type") m_type = NormalizedType(value);
+    else if (key == "on-error") {
+      UTIL_THROW_IF2(value != "fail" && value != "default",
+                     GetScoreProducerDescription() << ": on-error=" << value
+                     << " (expected fail or default)");
+      m_onError = value == "fail" ? FAIL : USE_DEFAULT;
+    }
+  }
+  UTIL_THROW_IF2(m_server.empty() || m_model.empty(),
+                 GetScoreProducerDescription() << ": needs server=HOST:PORT and model=NAME");
+  UTIL_THROW_IF2(m_timeoutMs <= 0, GetScoreProducerDescription() << ": timeout-ms must be > 0");
+  m_inputFactor = FirstFactor(args, "input-factor");
+  m_outputFactor = FirstFactor(args, "output-factor");
+  // With no row, LRState adds default-scores if given, else nothing: a failed sentence
+  // gets exactly that row, so it is not retried once per hypothesis.
+  m_fallbackRow.assign(GetNumScoreComponents(), 0.0f);
+  if (GetHaveDefaultScores())
+    for (size_t i = 0; i < m_fallbackRow.size(); ++i) m_fallbackRow[i] = GetDefaultScore(i);
+}
+
+ExternalReordering::~ExternalReordering()
+{
+  if (m_failures > 0)
+    cerr << GetScoreProducerDescription() << ": " << m_failures << " of " << m_sentences
+         << " sentences were scored with default scores because the server failed" << endl;
+}
+
+void ExternalReordering::Load(AllOptions::ptr const& opts)
+{
+  LexicalReordering::Load(opts);  // no path=, so no table is read
+  reordering::ClientOptions options;
+  options.target = m_server;
+  options.timeout_ms = m_timeoutMs;
+  m_client.reset(new reordering::Client(options));
+  reordering::ModelInfo info;
+  try {
+    info = m_client->GetModel(m_model, m_requestedVersion);
+  } catch (const reordering::ClientError &e) {
+    UTIL_THROW2(GetScoreProducerDescription() << ": cannot load model '" << m_model
+                << "' from " << m_server << ": " << e.what());
+  }
+  const string &mine = m_type;
+  UTIL_THROW_IF2(info.moses_type != mine || info.outputs.size() != GetNumScoreComponents(),
+                 GetScoreProducerDescription() << ": served model '" << m_model << "' version "
+                 << info.version << " is " << info.moses_type << " with " << info.outputs.size()
+                 << " outputs, but this feature is type=" << mine << " with "
+                 << GetNumScoreComponents() << " scores");
+  m_pinnedVersion = info.version;
+  VERBOSE(1, GetScoreProducerDescription() << ": " << m_server << " model " << m_model
+          << " version " << m_pinnedVersion << " (" << info.family << ", " << info.moses_type
+          << ") pinned for this run" << endl);
+}
+
+FFState* ExternalReordering::EvaluateWhenApplied(const Hypothesis& hypo,
+                                                 const FFState* prev_state,
+                                                 ScoreComponentCollection* out) const
+{
+  if (!hypo.GetTranslationOption().GetLexReorderingScores(this))
+    ScoreSentence(hypo.GetManager());
+  return LexicalReordering::EvaluateWhenApplied(hypo, prev_state, out);
+}
+
+void ExternalReordering::ScoreSentence(Manager &manager) const
+{
+  const InputType &source = manager.GetSource();
+  const TranslationOptionCollection *toc = manager.getSntTranslationOptions();
+  const size_t n = source.GetSize();
+
+  reordering::ScoreInputBuilder request;
+  for (size_t i = 0; i < n; ++i) request.AddSourceToken(Surface(source.GetWord(i), m_inputFactor));
+
+  vector<TranslationOption*> options;
+  vector<uint32_t> target, alignSrc, alignTgt;
+  for (size_t start = 0; start < n; ++start) {
+    for (size_t end = start; end < n; ++end) {
+      const TranslationOptionList *list = toc->GetTranslationOptionList(start, end);
+      if (!list) break;
+      for (TranslationOptionList::const_iterator it = list->begin(); it != list->end(); ++it) {
+        TranslationOption *topt = *it;
+        const TargetPhrase &tp = topt->GetTargetPhrase();
+        target.clear();
+        alignSrc.clear();
+        alignTgt.clear();
+        for (size_t k = 0; k < tp.GetSize(); ++k)
+          target.push_back(request.Token(Surface(tp.GetWord(k), m_outputFactor)));
+        const AlignmentInfo &align = tp.GetAlignTerm();
+        for (AlignmentInfo::const_iterator a = align.begin(); a != align.end(); ++a) {
+          alignSrc.push_back(a->first);
+          alignTgt.push_back(a->second);
+        }
+        request.AddPair(start, end + 1, target, alignSrc, alignTgt);
+        options.push_back(topt);
+      }
+    }
+  }
+  ++m_sentences;
+  if (options.empty()) return;
+
+  reordering::ScoreResult result;
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  try {
+    result = m_client->Score(m_model, m_pinnedVersion, request.input());
+  } catch (const reordering::ClientError &e) {
+    if (m_onError == FAIL)
+      UTIL_THROW2(GetScoreProducerDescription() << ": sentence " << source.GetTranslationId()
+                  << ": " << e.what() << " (on-error=default would use default scores)");
+    size_t failures = ++m_failures;
+    cerr << GetScoreProducerDescription() << ": sentence " << source.GetTranslationId()
+         << " scored with default scores (" << failures << " so far): " << e.what() << endl;
+    CacheFallbackRows(options);
+    return;
+  }
+  UTIL_THROW_IF2(result.version != m_pinnedVersion || result.NumOutputs() != GetNumScoreComponents(),
+                 GetScoreProducerDescription() << ": server answered version " << result.version
+                 << " with " << result.NumOutputs() << " outputs; pinned version " << m_pinnedVersion
+                 << " has " << GetNumScoreComponents());
+
+  VERBOSE(1, "Line " << source.GetTranslationId() << ": " << GetScoreProducerDescription() << " scored "
+          << options.size() << " translation options in one RPC, took "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+          << " seconds" << endl);
+  const size_t width = result.NumOutputs();
+  Scores row(width);
+  for (size_t p = 0; p < options.size(); ++p) {
+    for (size_t j = 0; j < width; ++j)
+      row[j] = FloorScore(TransformScore(result.probabilities[p * width + j]));
+    options[p]->CacheLexReorderingScores(*this, row);
+  }
+}
+
+void ExternalReordering::CacheFallbackRows(const vector<TranslationOption*> &options) const
+{
+  for (size_t p = 0; p < options.size(); ++p)
+    options[p]->CacheLexReorderingScores(*this, m_fallbackRow);
+}
+
+}

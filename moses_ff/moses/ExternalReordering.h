@@ -1,0 +1,74 @@
+// -*- mode: c++; indent-tabs-mode: nil; tab-width:2  -*-
+// ExternalReordering: Moses's own lexicalized reordering, with the scores of every
+// translation option coming from the moses-reorder scoring service instead of a table.
+//
+// What it is for: orientation handling (phrase/hier states, bidirectional, default
+// scores, sparse features) stays LexicalReordering's; this class only fills the
+// per-option score rows that LexicalReordering would have read from its table, with
+// one Score RPC per sentence. What it must not do: talk gRPC itself (that is
+// reordering_client.h) or re-implement any orientation logic.
+//
+// ini:  ExternalReordering name=ExternalReordering0 type=hier-msd-bidirectional-fe
+//         input-factor=0 output-factor=0 server=127.0.0.1:50051 model=ja-en
+//         [version=N] [timeout-ms=5000] [on-error=fail|default] [default-scores=...]
+#pragma once
+
+#include <stdint.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <atomic>
+
+#include "moses/FF/LexicalReordering/LexicalReordering.h"
+
+namespace reordering
+{
+class Client;
+}
+
+namespace Moses
+{
+class Manager;
+
+class ExternalReordering : public LexicalReordering
+{
+public:
+  explicit ExternalReordering(const std::string &line);
+  virtual ~ExternalReordering();
+
+  // Connects, checks the served model's schema against type=, pins its version.
+  // Not called for -show-weights, so that works with no server running.
+  void Load(AllOptions::ptr const& opts);
+
+  virtual FFState* EvaluateWhenApplied(const Hypothesis& cur_hypo,
+                                       const FFState* prev_state,
+                                       ScoreComponentCollection* accumulator) const;
+  using LexicalReordering::EvaluateWhenApplied;
+
+  // Our keys, removed from a feature line (the base class throws on unknown keys).
+  // Returns the line without them; fills `found` (key -> value) if given.
+  static std::string StripServiceKeys(const std::string &line,
+                                      std::vector<std::pair<std::string, std::string> > *found);
+
+private:
+  enum OnError { FAIL, USE_DEFAULT };
+
+  void ScoreSentence(Manager &manager) const;
+  void CacheFallbackRows(const std::vector<TranslationOption*> &options) const;
+
+  std::string m_type;  // type= without the default "-allff"
+  std::string m_server;
+  std::string m_model;
+  uint64_t m_requestedVersion;  // 0 = newest at Load()
+  uint64_t m_pinnedVersion;     // the version every sentence of this run is scored with
+  int m_timeoutMs;
+  OnError m_onError;
+  FactorType m_inputFactor, m_outputFactor;
+  Scores m_fallbackRow;  // default-scores (already ln) or zeros: LRState's "no row" behaviour
+  std::unique_ptr<reordering::Client> m_client;
+  mutable std::atomic<size_t> m_sentences, m_failures;
+};
+
+}
