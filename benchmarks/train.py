@@ -1,7 +1,7 @@
 """Trainer benchmark on ja-en: time, peak memory and held-out accuracy per trainer.
 
     nice -n 10 python benchmarks/train.py --store STORE [--features S7 S6] [--column wbe-msd/prev]
-        [--only NAME ...] [--out benchmarks/RESULTS-trainers.md]
+        [--only NAME ...] [--out benchmarks/RESULTS.md]
 
 STORE is an example store of all 50k ja-en pairs with the wbe-msd labels, e.g.
     moses-reorder extract --src train.ja --tgt train.en --align train.align --out STORE --model wbe-msd

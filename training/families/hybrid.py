@@ -16,7 +16,7 @@ a few vectorized fixed-point steps from w = ln(c_k + beta qbar_k) - ln qbar_k). 
 context still moves the prediction around that mean. An unseen pair has no pair key,
 so it gets the classifier alone.
 
-Two choices make it win on both slices (benchmarks/RESULTS-families.md):
+Two choices make it win on both slices (benchmarks/RESULTS.md):
 - the base classifier is trained on the examples of *rare* pairs only (seen at most
   `rare_max` times): held-out pairs the table has never seen resemble training pairs
   seen once (the Good-Turing intuition), and frequent pairs are the table's job anyway;

@@ -14,7 +14,7 @@ Which examples leave the active set (`shrinking`):
   support vectors whose v_i grows again once their neighbours move, so every
   reactivation finds new violators: on ja-en S7 (C=0.1, eps=0.1) 111 passes and 27
   full-data equivalents against 48 and 12 for "bound" (CPU time came out about equal
-  there, see benchmarks/RESULTS-trainers.md).
+  there, see benchmarks/RESULTS.md).
 - "bound" (default): the example's classes are all but one pinned at their bound with
   a gradient that keeps them there (LIBLINEAR's test), i.e. eq. 12 holds exactly and
   stays robust to small changes of w. Same optimum, same certificate.
