@@ -1,0 +1,132 @@
+"""Issue 5 / SVM paper Figure 2: training time and peak memory against data size.
+
+    PYTHONPATH=. nice -n 10 python benchmarks/scaling.py --work DIR [--sizes 10000 25000 50000] \
+        [--corpus /work/shared/data/ja-en/train] [--out benchmarks/scaling.json]
+
+For each size N, the first N lines of CORPUS.{ja,en,align} are extracted into a wbe-msd
+store (DIR/store-N); then svm, dual-mlr and maxent (L-BFGS capped at 100 iterations)
+each train wbe-msd-backward-fe on S7 through training.train.train_model, every run in a
+fresh child process so its peak memory is its own. Writes the records `moses-reorder
+eval --plot DIR --bench JSON` reads ({family, examples, seconds, peak_mb}, plus extra
+fields) after every run, and prints a Markdown table. Timings are single runs on a
+shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MOSES_TYPE = "wbe-msd-backward-fe"
+FEATURES = "S7"
+RUNS = {  # family -> hyper-parameters (the settings of benchmarks/train.py)
+    "svm": {"C": 0.1, "eps": 0.1},
+    "dual-mlr": {"C": 1.0, "eps": 0.1},
+    "maxent": {"C": 1.0, "max_passes": 100, "tol": 1e-12},
+}
+
+
+def child(store: str, family: str, out: str) -> None:
+    """One training run (in its own process): prints a JSON record on the last line."""
+    from training.evaluate import evaluate
+    from training.mosestype import MosesType
+    from training.train import train_model
+
+    t = time.perf_counter()
+    meta = train_model(store, family=family, moses_type=MOSES_TYPE, features=FEATURES, out=out,
+                       params=dict(RUNS[family]))
+    wall = time.perf_counter() - t
+    direction = MosesType.parse(MOSES_TYPE).directions[0]
+    tr = meta["training"]
+    rep = evaluate(out, store)["directions"][direction]["all"]
+    print(json.dumps({
+        "examples": tr["examples"]["fit"],
+        "seconds": tr["directions"][direction]["fit_seconds"],
+        "peak_mb": tr["peak_memory_bytes"] / 2**20,
+        "feature_seconds": tr["feature_seconds"], "train_wall_seconds": wall,
+        "accuracy": rep["accuracy"], "heldout_examples": tr["examples"]["heldout"],
+        "summary": tr["directions"][direction].get("summary"),
+    }, default=str))
+
+
+def make_store(corpus: str, n: int, work: Path) -> Path:
+    from training.commands.extract import build_store
+    from training.corpus import read_corpus
+    from training.extract import parse_models
+
+    store = work / f"store-{n}"
+    if (store / "meta.json").exists() or (store.exists() and any(store.iterdir())):
+        return store
+    text = work / f"text-{n}"
+    text.mkdir(parents=True, exist_ok=True)
+    for ext in ("ja", "en", "align"):
+        with open(f"{corpus}.{ext}", encoding="utf-8") as src, open(text / f"train.{ext}", "w", encoding="utf-8") as dst:
+            for i, line in enumerate(src):
+                if i == n:
+                    break
+                dst.write(line)
+    t = time.perf_counter()
+    c = read_corpus(text / "train.ja", text / "train.en", text / "train.align")
+    build_store(c, parse_models(["wbe-msd"]), store, progress=False)
+    print(f"extracted {n} sentences into {store} in {time.perf_counter() - t:.1f} s", flush=True)
+    return store
+
+
+def table(records: list[dict]) -> str:
+    lines = ["| sentences | family | fit examples | fit s | peak MiB | child maxrss MiB | held-out acc |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in sorted(records, key=lambda r: (r["sentences"], r["family"])):
+        lines.append(f"| {r['sentences']:,} | {r['family']} | {r['examples']:,} | {r['seconds']:.1f} | "
+                     f"{r['peak_mb']:.0f} | {r['child_maxrss_mb']:.0f} | {100 * r['accuracy']:.2f}% |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--corpus", default="/work/shared/data/ja-en/train")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10000, 25000, 50000])
+    ap.add_argument("--families", nargs="+", default=list(RUNS), choices=list(RUNS))
+    ap.add_argument("--out", default="benchmarks/scaling.json")
+    ap.add_argument("--child", nargs=3, metavar=("STORE", "FAMILY", "MODEL"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return 0
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    records = json.loads(out.read_text()) if out.exists() else []
+    done = {(r["sentences"], r["family"]) for r in records}
+    for n in args.sizes:
+        store = make_store(args.corpus, n, work)
+        for family in args.families:
+            if (n, family) in done:
+                continue
+            model = work / f"{family}-{n}.mrw"
+            proc = subprocess.Popen([sys.executable, __file__, "--work", str(work), "--child", str(store),
+                                     family, str(model)], stdout=subprocess.PIPE, text=True)
+            stdout = proc.stdout.read()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if proc.returncode != 0:
+                print(f"{family} {n}: child failed with {proc.returncode}", file=sys.stderr, flush=True)
+                continue
+            rec = {"family": family, "sentences": n, **json.loads(stdout.strip().splitlines()[-1]),
+                   "child_maxrss_mb": usage.ru_maxrss / 1024, "params": RUNS[family],
+                   "features": FEATURES, "moses_type": MOSES_TYPE}
+            records.append(rec)
+            out.write_text(json.dumps(records, indent=1))
+            print(f"{n} {family}: {rec['examples']} ex, fit {rec['seconds']:.1f} s, peak {rec['peak_mb']:.0f} MiB, "
+                  f"acc {100 * rec['accuracy']:.2f}%", flush=True)
+    print(table(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
