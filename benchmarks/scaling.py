@@ -6,7 +6,8 @@
 For each size N, the first N lines of CORPUS.{ja,en,align} are extracted into a wbe-msd
 store (DIR/store-N); then svm, dual-mlr and maxent (L-BFGS capped at 100 iterations)
 each train wbe-msd-backward-fe on S7 through training.train.train_model, every run in a
-fresh child process so its peak memory is its own. Writes the records `moses-reorder
+fresh child process so its peak memory is its own; the fit's own memory (peak during
+the fit minus resident size before it) is measured too. Writes the records `moses-reorder
 eval --plot DIR --bench JSON` reads ({family, examples, seconds, peak_mb}, plus extra
 fields) after every run, and prints a Markdown table. Timings are single runs on a
 shared 2-core machine.
@@ -31,11 +32,46 @@ RUNS = {  # family -> hyper-parameters (the settings of benchmarks/train.py)
 }
 
 
+def _status_mib(key: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    raise KeyError(key)
+
+
+def _measure_fit(family: str, fits: list[dict]) -> None:
+    """Make train_model's `FAMILIES[family](...).fit` record the fit's own memory.
+
+    Right before fit the process's peak (VmHWM) is reset through /proc/self/clear_refs
+    (Linux), so VmHWM after the fit minus VmRSS before it is what the trainer added on
+    top of the loaded feature matrix and labels. The trained model is the family's own.
+    """
+    from training.families import FAMILIES
+
+    base = FAMILIES[family]
+
+    class Measured(base):
+        def fit(self, *a, **kw):
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            before = _status_mib("VmRSS")
+            result = super().fit(*a, **kw)
+            fits.append({"rss_before_fit_mb": before, "fit_peak_mb": _status_mib("VmHWM")})
+            return result
+
+    Measured.__name__, Measured.__qualname__, Measured.__module__ = base.__name__, base.__qualname__, base.__module__
+    FAMILIES[family] = Measured
+
+
 def child(store: str, family: str, out: str) -> None:
     """One training run (in its own process): prints a JSON record on the last line."""
     from training.evaluate import evaluate
     from training.mosestype import MosesType
     from training.train import train_model
+
+    fits: list[dict] = []
+    _measure_fit(family, fits)
 
     t = time.perf_counter()
     meta = train_model(store, family=family, moses_type=MOSES_TYPE, features=FEATURES, out=out,
@@ -51,6 +87,7 @@ def child(store: str, family: str, out: str) -> None:
         "feature_seconds": tr["feature_seconds"], "train_wall_seconds": wall,
         "accuracy": rep["accuracy"], "heldout_examples": tr["examples"]["heldout"],
         "summary": tr["directions"][direction].get("summary"),
+        **fits[0], "fit_own_mb": fits[0]["fit_peak_mb"] - fits[0]["rss_before_fit_mb"],
     }, default=str))
 
 
@@ -78,11 +115,11 @@ def make_store(corpus: str, n: int, work: Path) -> Path:
 
 
 def table(records: list[dict]) -> str:
-    lines = ["| sentences | family | fit examples | fit s | peak MiB | child maxrss MiB | held-out acc |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for r in sorted(records, key=lambda r: (r["sentences"], r["family"])):
+    lines = ["| sentences | family | fit examples | fit s | child CPU s | peak MiB | fit's own MiB | held-out acc |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in sorted(records, key=lambda r: (r["sentences"], list(RUNS).index(r["family"]))):
         lines.append(f"| {r['sentences']:,} | {r['family']} | {r['examples']:,} | {r['seconds']:.1f} | "
-                     f"{r['peak_mb']:.0f} | {r['child_maxrss_mb']:.0f} | {100 * r['accuracy']:.2f}% |")
+                     f"{r['child_cpu_seconds']:.1f} | {r['peak_mb']:.0f} | {r['fit_own_mb']:.0f} | {100 * r['accuracy']:.2f}% |")
     return "\n".join(lines)
 
 
@@ -118,7 +155,8 @@ def main() -> int:
                 print(f"{family} {n}: child failed with {proc.returncode}", file=sys.stderr, flush=True)
                 continue
             rec = {"family": family, "sentences": n, **json.loads(stdout.strip().splitlines()[-1]),
-                   "child_maxrss_mb": usage.ru_maxrss / 1024, "params": RUNS[family],
+                   "child_maxrss_mb": usage.ru_maxrss / 1024,
+                   "child_cpu_seconds": usage.ru_utime + usage.ru_stime, "params": RUNS[family],
                    "features": FEATURES, "moses_type": MOSES_TYPE}
             records.append(rec)
             out.write_text(json.dumps(records, indent=1))
