@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from corpus_slice import write_corpus_slice
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 JA_EN = SHARED_DATA / "ja-en"
@@ -46,11 +48,5 @@ GOLDEN_LINES = 2000
 def slice_2k(ja_en_dir: Path, tmp_path_factory) -> dict[str, Path]:
     """First 2000 lines of train.{ja,en,align} (what the golden files were made from):
     source=ja (Moses's F), target=en (E)."""
-    out = tmp_path_factory.mktemp("ja-en-2k")
-    paths = {}
-    for side, ext in (("src", "ja"), ("tgt", "en"), ("align", "align")):
-        with open(ja_en_dir / f"train.{ext}", "rb") as fh:
-            lines = [next(fh) for _ in range(GOLDEN_LINES)]
-        paths[side] = out / f"train.{ext}"
-        paths[side].write_bytes(b"".join(lines))
-    return paths
+    paths = write_corpus_slice(ja_en_dir, GOLDEN_LINES, tmp_path_factory.mktemp("ja-en-2k"))
+    return {"src": paths["ja"], "tgt": paths["en"], "align": paths["align"]}

@@ -21,6 +21,8 @@ import numpy as np
 from google.protobuf import json_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from corpus_slice import write_corpus_slice  # noqa: E402
 from serverkit import expected_scores, model_path, score_request, sentences, subprocess_env  # noqa: E402
 
 MODEL = "ja-en"
@@ -41,11 +43,7 @@ def _cli(*args: str) -> None:
 
 def train_models(work: Path, ja_en_dir: Path, root: Path) -> dict[int, Path]:
     """Extract the train slice and train one model per version into the repository `root`."""
-    work.mkdir(parents=True, exist_ok=True)
-    for ext in ("ja", "en", "align"):
-        with open(ja_en_dir / f"train.{ext}", encoding="utf-8") as f:
-            lines = [next(f) for _ in range(TRAIN_LINES)]
-        (work / f"slice.{ext}").write_text("".join(lines), encoding="utf-8")
+    write_corpus_slice(ja_en_dir, TRAIN_LINES, work, stem="slice")
     store = work / "store"
     _cli("extract", "--src", str(work / "slice.ja"), "--tgt", str(work / "slice.en"),
          "--align", str(work / "slice.align"), "--out", str(store), "--model", "hier-msd", "--quiet")

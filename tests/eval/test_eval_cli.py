@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus_slice import write_corpus_slice
 
 from training.cli import main as cli_main
 from training.features import pair_keys
@@ -22,9 +23,7 @@ TYPE = "wbe-msd-bidirectional-fe"
 def corpus_dir(ja_en_dir: Path, tmp_path_factory) -> Path:
     """train.{ja,en,align}: the first SENTENCES lines of ja-en."""
     out = tmp_path_factory.mktemp("eval-corpus")
-    for ext in ("ja", "en", "align"):
-        with open(ja_en_dir / f"train.{ext}", "rb") as fh:
-            (out / f"train.{ext}").write_bytes(b"".join(next(fh) for _ in range(SENTENCES)))
+    write_corpus_slice(ja_en_dir, SENTENCES, out)
     return out
 
 

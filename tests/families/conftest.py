@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from corpus_slice import write_corpus_slice
 
 from training.cli import main as cli_main
 from training.featurespec import FeatureSpec
@@ -25,12 +26,7 @@ SENTENCES = 200
 def small_store(ja_en_dir: Path, tmp_path_factory) -> Path:
     """Store of the first SENTENCES pairs of ja-en with wbe-msd and hier-msd labels."""
     out = tmp_path_factory.mktemp("store-small")
-    paths = {}
-    for ext in ("ja", "en", "align"):
-        with open(ja_en_dir / f"train.{ext}", "rb") as fh:
-            lines = [next(fh) for _ in range(SENTENCES)]
-        paths[ext] = out / f"train.{ext}"
-        paths[ext].write_bytes(b"".join(lines))
+    paths = write_corpus_slice(ja_en_dir, SENTENCES, out)
     store = out / "store"
     code = cli_main(["extract", "--src", str(paths["ja"]), "--tgt", str(paths["en"]), "--align",
                      str(paths["align"]), "--out", str(store), "--model", "wbe-msd", "--model",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus_slice import write_corpus_slice
 
 from training.cli import main
 from training.model import load_model
@@ -19,10 +20,7 @@ from training.store import ExampleStore
 def small_corpus(tmp_path_factory) -> Path:
     """The first 600 pairs of the embedded corpus, as a corpus directory of its own."""
     corpus = tmp_path_factory.mktemp("corpus") / "tanaka-600"
-    corpus.mkdir()
-    for suffix in ("ja", "en", "align"):
-        lines = (EMBEDDED_CORPUS / f"train.{suffix}").read_text(encoding="utf-8").splitlines(keepends=True)
-        (corpus / f"train.{suffix}").write_text("".join(lines[:600]), encoding="utf-8")
+    write_corpus_slice(EMBEDDED_CORPUS, 600, corpus)
     return corpus
 
 

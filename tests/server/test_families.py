@@ -9,16 +9,15 @@ loading the same file locally gives. A family added to FAMILIES is covered autom
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
+from corpus_slice import write_corpus_slice
 from serverkit import expected_scores, model_path, probabilities, running_server, score_request, subprocess_env
-
-import inspect
 
 from training.families import FAMILIES
 
@@ -35,10 +34,7 @@ def _cli(*args: str) -> None:
 @pytest.fixture(scope="module")
 def trained_repo(tmp_path_factory, ja_en_dir) -> Path:
     work = tmp_path_factory.mktemp("families")
-    for ext in ("ja", "en", "align"):
-        with open(ja_en_dir / f"train.{ext}", encoding="utf-8") as f:
-            lines = [next(f) for _ in range(N_SENTENCES)]
-        (work / f"train.{ext}").write_text("".join(lines), encoding="utf-8")
+    write_corpus_slice(ja_en_dir, N_SENTENCES, work)
     store = work / "store"
     _cli("extract", "--src", str(work / "train.ja"), "--tgt", str(work / "train.en"),
          "--align", str(work / "train.align"), "--out", str(store), "--model", "hier-msd", "--quiet")
