@@ -96,6 +96,7 @@ def run_pipeline(corpus: Path, out: Path, *, src_lang: str = "ja", tgt_lang: str
     from training.lexical import build_table
     from training.mosestype import MosesType
     from training.report import study_table
+    from training.store import ExampleStore
     from training.studies import run_experiment
 
     mtype = MosesType.parse(moses_type)
@@ -108,7 +109,6 @@ def run_pipeline(corpus: Path, out: Path, *, src_lang: str = "ja", tgt_lang: str
 
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
-    from training.store import ExampleStore
     build_table(ExampleStore.open(store_dir), mtype, table)
 
     runs = out / "runs"
