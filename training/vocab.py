@@ -138,7 +138,13 @@ def _csr(parts: list[tuple[np.ndarray, np.ndarray]], n_features: int) -> sp.csr_
 
 
 def _matrix(indptr: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_matrix:
-    data = np.ones(indices.shape[0], dtype=np.float32)
+    """CSR over given arrays (often memory-mapped), no copies.
+
+    Every feature is binary, so `data` is one float32 1.0 broadcast to nnz entries (a
+    read-only array with stride 0): nnz * 4 bytes that are never allocated or read
+    from memory. Code that wants to scale X gets a new matrix, as with any CSR.
+    """
+    data = np.broadcast_to(np.float32(1.0), (indices.shape[0],))
     X = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, n_features), copy=False)
     X.has_sorted_indices = True
     return X
@@ -219,47 +225,105 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int = DEFAULT_THRESH
         chunks = tqdm(chunks, total=len(store.meta["chunks"]), desc=f"count {spec.name}", unit="chunk")
     vocab = FeatureVocab(spec, threshold).fit(chunk.batch for chunk in chunks)
     count_seconds = time.perf_counter() - started
-    parts = []
+    rows = _column_rows(store, vocab, spec)
+    meta = {
+        "format": CACHE_FORMAT, "version": 1, "spec": spec.name, "threshold": threshold,
+        "store": _store_identity(store), "n_features": vocab.n_features, "n_distinct": vocab.n_distinct_,
+        "mask_sentences": None if sentence_mask is None else int(sentence_mask.sum()),
+        "count_seconds": round(count_seconds, 3), "software_version": __version__,
+    }
+    if not cache:
+        X = _csr(list(rows), vocab.n_features)
+        _check_rows(X.shape[0], store)
+        meta.update(nnz=int(X.nnz), seconds=round(time.perf_counter() - started, 3))
+        return FeatureMatrix(X, vocab.keys_, spec, threshold, meta, None)
+    _write_cache(root, target, vocab, rows, store, meta, started)
+    found = _load_cache(target, store, spec, threshold)
+    if found is None:
+        raise InputError(f"feature cache {target} was written but cannot be read back", store.path)
+    return found
+
+
+def _column_rows(store, vocab: FeatureVocab, spec: FeatureSpec) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(indptr, column indices) of every store example, a sub-batch at a time, in order."""
     expected_first = 0
     for chunk in store.iter_chunks():
         if chunk.examples.shape[0] and int(chunk.examples[0]) != expected_first:
             raise InputError("store chunks are not in example order", store.path)
         expected_first += chunk.examples.shape[0]
-        parts.extend(vocab.transform_keys(*k) for k in iter_keys(chunk.batch, spec))
-    X = _csr(parts, vocab.n_features)
-    if X.shape[0] != store.n_examples:
-        raise InputError(f"store yielded {X.shape[0]} examples, its metadata says {store.n_examples}", store.path)
-    meta = {
-        "format": CACHE_FORMAT, "version": 1, "spec": spec.name, "threshold": threshold,
-        "store": _store_identity(store), "n_features": vocab.n_features, "n_distinct": vocab.n_distinct_,
-        "nnz": int(X.nnz), "mask_sentences": None if sentence_mask is None else int(sentence_mask.sum()),
-        "count_seconds": round(count_seconds, 3), "seconds": round(time.perf_counter() - started, 3),
-        "software_version": __version__,
-    }
-    path = None
-    if cache:
-        path = _write_cache(root, target, vocab, X, meta)
-    return FeatureMatrix(X, vocab.keys_, spec, threshold, meta, path)
+        for keys in iter_keys(chunk.batch, spec):
+            yield vocab.transform_keys(*keys)
 
 
-def _write_cache(root: Path, target: Path, vocab: FeatureVocab, X: sp.csr_matrix, meta: dict) -> Path:
+def _check_rows(n_rows: int, store) -> None:
+    if n_rows != store.n_examples:
+        raise InputError(f"store yielded {n_rows} examples, its metadata says {store.n_examples}", store.path)
+
+
+class _NpyAppender:
+    """A 1-d .npy file written block by block, its length known only at the end.
+
+    Blocks go to a raw side file; `finish` writes the .npy header and copies the raw
+    bytes behind it, so memory stays one block however large the array grows.
+    """
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype, self.count = path, np.dtype(dtype), 0
+        self._raw_path = path.with_suffix(".raw")
+        self._raw = open(self._raw_path, "wb")
+
+    def append(self, block: np.ndarray) -> None:
+        self._raw.write(np.ascontiguousarray(block, dtype=self.dtype).tobytes())
+        self.count += int(block.shape[0])
+
+    def finish(self) -> None:
+        self._raw.close()
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                  "shape": (self.count,)}
+        with open(self.path, "wb") as fh, open(self._raw_path, "rb") as raw:
+            np.lib.format.write_array_header_1_0(fh, header)
+            shutil.copyfileobj(raw, fh, 1 << 24)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._raw_path.unlink()
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _write_cache(root: Path, target: Path, vocab: FeatureVocab, rows: Iterable[tuple[np.ndarray, np.ndarray]],
+                 store, meta: dict, started: float) -> None:
+    """Stream the rows into a temporary sibling of `target` and rename it into place.
+
+    Only one sub-batch of rows is in memory at a time: the matrix is never assembled
+    here, the trainers map the finished files.
+    """
     root.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=root))
+    indptr = _NpyAppender(tmp / "indptr.npy", np.int64)
+    indices = _NpyAppender(tmp / "indices.npy", np.int32)
     try:
         _save_npy(tmp / "keys.npy", vocab.keys_)
         _save_npy(tmp / "counts.npy", vocab.counts_.astype(np.uint32))
-        _save_npy(tmp / "indptr.npy", X.indptr.astype(np.int64, copy=False))
-        _save_npy(tmp / "indices.npy", X.indices.astype(np.int32, copy=False))
+        indptr.append(np.zeros(1, dtype=np.int64))
+        for ptr, cols in rows:
+            indptr.append(ptr[1:] + indices.count)
+            indices.append(cols)
+        _check_rows(indptr.count - 1, store)
+        indptr.finish()
+        indices.finish()
+        meta.update(nnz=indices.count, seconds=round(time.perf_counter() - started, 3))
         with open(tmp / "meta.json", "w", encoding="utf-8") as fh:
             fh.write(json.dumps(meta, indent=2) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         if target.exists():  # another builder finished first: same content, keep theirs
             shutil.rmtree(tmp)
-            return target
+            return
         os.rename(tmp, target)
     except BaseException:
+        indptr.close()
+        indices.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     fsync_directory(root)
-    return target

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from training.cli import main as cli_main
 from training.features import extract_keys
 from training.featurespec import FeatureSpec
-from training.vocab import FeatureVocab, build_matrix
+from training.vocab import FeatureVocab, _NpyAppender, build_matrix
 
 
 def all_keys(store, spec, sentence_mask=None):
@@ -72,6 +73,41 @@ def test_cache_round_trip_and_cli(store_2k, capsys):
     assert np.array_equal(cached.keys, fresh.keys)
     assert (cached.X != fresh.X).nnz == 0
     assert not [p for p in (store_2k.path / "features").iterdir() if p.name.startswith(".")]
+
+
+def test_cached_matrix_is_mapped_not_loaded(store_2k):
+    """Trainers read the cache through the page cache: the column indices (the nnz-sized
+    array) are a view of the memory-mapped file, and the all-ones data is one broadcast
+    float. (scipy narrows the row pointers to int32 when they fit: an n-sized copy.)"""
+    fm = build_matrix(store_2k, "S7", 4)
+    assert fm.path is not None
+    assert is_mapped(fm.X.indices)
+    assert fm.X.data.strides == (0,) and fm.X.data.shape == (fm.X.nnz,) and fm.X.data[0] == 1.0
+    assert fm.X.indices.dtype == np.int32
+    assert int(fm.X.indptr[-1]) == fm.X.nnz == fm.meta["nnz"]
+
+
+def is_mapped(array) -> bool:
+    """Whether some array this one is a view of is backed by an mmap of a file."""
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+@pytest.mark.parametrize("blocks", [[], [0], [5, 0, 7, 1]])
+def test_npy_appender_writes_what_np_save_writes(tmp_path, blocks):
+    rng = np.random.default_rng(len(blocks))
+    arrays = [rng.integers(-2**40, 2**40, size=n) for n in blocks]
+    out = _NpyAppender(tmp_path / "a.npy", np.int64)
+    for a in arrays:
+        out.append(a)
+    out.finish()
+    expected = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    loaded = np.load(tmp_path / "a.npy", allow_pickle=False)
+    assert loaded.dtype == np.int64 and np.array_equal(loaded, expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]  # the raw side file is gone
 
 
 def test_cli_refuses_bad_spec(store_2k, capsys):

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from training.families.base import ReorderingClassifier
 from training.families.shrinking import run_shrinking
-from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot, row_sqnorms
+from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot
 
 
 _LOG_TINY = np.log(1e-300)  # alpha never reaches 0: eq. 9 is undefined there
@@ -61,7 +61,7 @@ def _dual_objective(w, log_alpha, C):
 
 
 @nb.njit(nogil=True, cache=True)
-def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, log_alpha, index, active, tol,
+def _mlr_pass(indptr, indices, data, bias, C, w, log_alpha, index, active, tol,
               max_trials, inner_steps, objective):
     """One pass of Algorithm 1 over index[:active]; shrunk examples move behind `active`.
 
@@ -81,8 +81,7 @@ def _mlr_pass(indptr, indices, data, sqnorm, bias, C, w, log_alpha, index, activ
     pos = 0
     while pos < active:
         i = index[pos]
-        A = C * sqnorm[i]
-        row_dot(indptr, indices, data, i, w, bias, s)
+        A = C * row_dot(indptr, indices, data, i, w, bias, s)
         for k in range(K):
             la_cur[k] = log_alpha[i, k]
             a_cur[k] = np.exp(la_cur[k])
@@ -187,7 +186,6 @@ class DualMLR(ReorderingClassifier):
         X, y, K = check_Xy(X, y, self.n_classes)
         n, F = X.shape
         C, bias = float(self.C), float(self.bias)
-        sqnorm = row_sqnorms(X) + bias * bias
         alpha = np.full((n, K), self.init_eps / (K - 1), dtype=np.float64)  # eq. 15
         alpha[np.arange(n), y] = 1.0 - self.init_eps
         w = np.zeros((F + 1, K), dtype=np.float64)
@@ -196,7 +194,7 @@ class DualMLR(ReorderingClassifier):
         objective = np.array([_dual_objective(w, log_alpha, C)])
 
         def run_pass(index, active, tol):
-            return _mlr_pass(X.indptr, X.indices, X.data, sqnorm, bias, C, w, log_alpha, index,
+            return _mlr_pass(X.indptr, X.indices, X.data, bias, C, w, log_alpha, index,
                              active, tol, int(self.max_trials), int(self.inner_steps),
                              objective)
 

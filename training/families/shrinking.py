@@ -63,7 +63,7 @@ def run_shrinking(run_pass: PassFn, objective: Callable[[], float], n: int, eps:
     the cumulative seconds (the papers' Figure 1).
     """
     rng_state = np.array([np.uint64(seed) ^ np.uint64(0x9E3779B97F4A7C15)], dtype=np.uint64)
-    index = np.arange(n, dtype=np.int64)
+    index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)  # n x 4 bytes, not 8
     active = n
     tol = max(10.0 * eps, 1.0) if eps < 1.0 else eps
     from_all = True

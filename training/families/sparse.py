@@ -22,7 +22,7 @@ def check_Xy(X, y, n_classes: int | None = None) -> tuple[sp.csr_matrix, np.ndar
         raise InputError(f"y must be a vector of {X.shape[0]} labels, got shape {y.shape}")
     if not np.issubdtype(y.dtype, np.integer):
         raise InputError(f"y must hold integer class indices, got dtype {y.dtype}")
-    y = y.astype(np.int64)
+    y = y.astype(np.int64, copy=False)
     if y.size and y.min() < 0:
         raise InputError(f"y holds a negative class index {y.min()}")
     k = int(y.max()) + 1 if y.size else 0
@@ -37,15 +37,22 @@ def check_Xy(X, y, n_classes: int | None = None) -> tuple[sp.csr_matrix, np.ndar
 
 @nb.njit(nogil=True, cache=True, inline="always")
 def row_dot(indptr, indices, data, i, w, bias, out):
-    """out[k] = w_k . x_i for a weight matrix [F+1, K] whose last row is the bias weight."""
+    """out[k] = w_k . x_i for a weight matrix [F+1, K] whose last row is the bias weight.
+
+    Returns x_i . x_i + bias^2 (A in the SVM paper's eq. 10), which the dual solvers
+    need and which costs nothing here: no row-norm array has to be kept.
+    """
     fb = w.shape[0] - 1
     for k in range(w.shape[1]):
         out[k] = w[fb, k] * bias
+    sq = bias * bias
     for p in range(indptr[i], indptr[i + 1]):
         j = indices[p]
         v = data[p]
+        sq += v * v
         for k in range(w.shape[1]):
             out[k] += w[j, k] * v
+    return sq
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -60,23 +67,6 @@ def row_axpy(indptr, indices, data, i, w, bias, coef):
     if bias != 0.0:
         for k in range(w.shape[1]):
             w[fb, k] += coef[k] * bias
-
-
-@nb.njit(nogil=True, cache=True)
-def _row_sqnorms(indptr, data):
-    n = indptr.shape[0] - 1
-    out = np.zeros(n)
-    for i in range(n):
-        acc = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            acc += data[p] * data[p]
-        out[i] = acc
-    return out
-
-
-def row_sqnorms(X: sp.csr_matrix) -> np.ndarray:
-    """x_i.x_i for every row (A in the SVM paper's eq. 10), float64."""
-    return _row_sqnorms(X.indptr, X.data)
 
 
 @nb.njit(nogil=True, cache=True)

@@ -20,8 +20,8 @@ Which examples leave the active set (`shrinking`):
   stays robust to small changes of w. Same optimum, same certificate.
 
 Weights are feature-major [F+1, K] float64 during training so that one sparse row
-touches K contiguous numbers; the squared row norms x_i.x_i (A in eq. 10) are computed
-once.
+touches K contiguous numbers; the squared row norm x_i.x_i (A in eq. 10) comes out of
+the same read of the row that computes w.x_i, so no per-example array but alpha is kept.
 
 Bias: like LIBLINEAR's `-B b`, a constant feature of value `bias` is appended to every
 row (virtually: the kernel adds it, X is not copied), so the intercept is b * w_{F} and
@@ -48,7 +48,7 @@ from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.calibration import fit_temperature
 from training.families.shrinking import run_shrinking
-from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot, row_sqnorms
+from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot
 
 
 SHRINKING = ("bound", "paper")
@@ -83,7 +83,7 @@ def _sub_problem(A, B, yi, C, alpha_new):
 
 
 @nb.njit(nogil=True, cache=True)
-def _svm_pass(indptr, indices, data, y, sqnorm, bias, C, w, alpha, index, active, tol, objective,
+def _svm_pass(indptr, indices, data, y, bias, C, w, alpha, index, active, tol, objective,
               paper_shrink):
     """One pass of Algorithm 2 over index[:active]; shrunk examples move behind `active`.
 
@@ -100,14 +100,13 @@ def _svm_pass(indptr, indices, data, y, sqnorm, bias, C, w, alpha, index, active
     s = 0
     while s < active:
         i = index[s]
-        A = sqnorm[i]
         yi = y[i]
+        # G_ik = w_k.x_i + 1 - delta_ik   (eq. 10); A = x_i.x_i
+        A = row_dot(indptr, indices, data, i, w, bias, G)
         if A <= 0.0:  # an empty row never changes w: drop it
             active -= 1
             index[s], index[active] = index[active], index[s]
             continue
-        # G_ik = w_k.x_i + 1 - delta_ik   (eq. 10)
-        row_dot(indptr, indices, data, i, w, bias, G)
         for k in range(K):
             G[k] += 1.0
         G[yi] -= 1.0
@@ -201,14 +200,13 @@ class MulticlassSVM(ReorderingClassifier):
         paper_shrink = self.shrinking == "paper"
         X, y, n_classes = check_Xy(X, y, self.n_classes)
         n, F = X.shape
-        sqnorm = row_sqnorms(X) + self.bias * self.bias
         w = np.zeros((F + 1, n_classes), dtype=np.float64)
         alpha = np.zeros((n, n_classes), dtype=np.float64)
         C, bias = float(self.C), float(self.bias)
         objective = np.zeros(1)
 
         def run_pass(index, active, tol):
-            return _svm_pass(X.indptr, X.indices, X.data, y, sqnorm, bias, C, w, alpha,
+            return _svm_pass(X.indptr, X.indices, X.data, y, bias, C, w, alpha,
                              index, active, tol, objective, paper_shrink)
 
         self.history_, self.converged_ = run_shrinking(
