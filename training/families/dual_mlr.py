@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from training.families.base import ReorderingClassifier
+from training.families.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
 from training.families.shrinking import run_shrinking
 from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot
 
@@ -80,6 +81,12 @@ def _mlr_pass(indptr, indices, data, bias, C, w, log_alpha, index, active, tol,
     updates = 0
     pos = 0
     while pos < active:
+        if pos + PREFETCH_FAR < active:
+            j = index[pos + PREFETCH_FAR]
+            prefetch(indptr, j)
+            prefetch(log_alpha, j)
+        if pos + PREFETCH_NEAR < active:
+            prefetch(indices, indptr[index[pos + PREFETCH_NEAR]])
         i = index[pos]
         A = C * row_dot(indptr, indices, data, i, w, bias, s)
         for k in range(K):

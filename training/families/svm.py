@@ -47,6 +47,7 @@ import scipy.sparse as sp
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.calibration import fit_temperature
+from training.families.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
 from training.families.shrinking import run_shrinking
 from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot
 
@@ -99,6 +100,13 @@ def _svm_pass(indptr, indices, data, y, bias, C, w, alpha, index, active, tol, o
     updates = 0
     s = 0
     while s < active:
+        if s + PREFETCH_FAR < active:
+            j = index[s + PREFETCH_FAR]
+            prefetch(indptr, j)
+            prefetch(alpha, j)
+            prefetch(y, j)
+        if s + PREFETCH_NEAR < active:
+            prefetch(indices, indptr[index[s + PREFETCH_NEAR]])
         i = index[s]
         yi = y[i]
         # G_ik = w_k.x_i + 1 - delta_ik   (eq. 10); A = x_i.x_i
