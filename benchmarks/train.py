@@ -39,7 +39,7 @@ TRAINERS: dict[str, tuple[str, dict]] = {
     "dual-mlr C=1 eps=0.1": ("dual-mlr", {"C": 1.0, "eps": 0.1}),
     "dual-mlr C=1 eps=1.0": ("dual-mlr", {"C": 1.0, "eps": 1.0}),
     "maxent L-BFGS C=1, 100 iterations": ("maxent", {"C": 1.0, "max_passes": 100, "tol": 1e-12}),
-    "maxent L-BFGS C=1, converged (ftol 1e-7)": ("maxent", {"C": 1.0, "max_passes": 600, "tol": 1e-7}),
+    "maxent L-BFGS C=1, 600 iterations (ftol 1e-7)": ("maxent", {"C": 1.0, "max_passes": 600, "tol": 1e-7}),
     # The issue's reference primal: scikit-learn's multinomial LogisticRegression, whose
     # lbfgs solver is scipy.optimize L-BFGS-B (intercept unregularised, otherwise eq. 6).
     "sklearn LR lbfgs C=1, 100 iterations": ("sklearn", {"C": 1.0, "max_iter": 100, "tol": 1e-4}),
@@ -144,6 +144,13 @@ def worker(args: argparse.Namespace) -> None:
         extra = {"passes": len(history), "work": sum(h.get("active", 1.0) for h in history),
                  "objective": history[-1]["objective"] if history else None,
                  "converged": getattr(model, "converged_", None)}
+        if kind in ("dual-mlr", "maxent"):  # both minimise eq. 6: compare them on it (untimed)
+            from training.families.maxent import primal_objective
+
+            W = np.vstack([model.coef_, model.intercept_ / model.bias]).astype(np.float64)
+            extra["primal"] = primal_objective(X, y, W, model.C, model.bias)
+        if kind == "maxent":
+            extra["trajectory"] = [[h["seconds"], h["objective"]] for h in history]
     sampler.stop()
     print(json.dumps({"trainer": args.worker, "features": args.features[0], "cpu": cpu, "wall": wall,
                       "accuracy": accuracy, "peak": _status("VmHWM"), "baseline": baseline,
@@ -176,19 +183,46 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def race(rows: list[dict]) -> str:
+    """Seconds the primal L-BFGS needed to reach each dual-MLR run's primal objective.
+
+    Both minimise eq. 6, so the fair speed comparison is time to the same objective:
+    the first L-BFGS iteration whose objective is at most the dual run's P(w).
+    """
+    out = ["| features | dual MLR run | its wall s | its P(w) | L-BFGS run | L-BFGS wall s to reach it | ratio |",
+           "|---|---|---:|---:|---|---:|---:|"]
+    for dual in (r for r in rows if "primal" in r and "trajectory" not in r):
+        for primal in (r for r in rows if "trajectory" in r and r["features"] == dual["features"]):
+            reached = next((t for t, obj in primal["trajectory"] if obj <= dual["primal"]), None)
+            when = f"{reached:.1f}" if reached is not None else f"> {primal['trajectory'][-1][0]:.1f} (not reached)"
+            ratio = f"{reached / dual['wall']:.1f}x" if reached is not None else f"> {primal['trajectory'][-1][0] / dual['wall']:.1f}x"
+            out.append(f"| {dual['features']} | {dual['trainer']} | {dual['wall']:.1f} | {dual['primal']:,.1f} | "
+                       f"{primal['trainer']} | {when} | {ratio} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--store", required=True)
+    p.add_argument("--store", help="example store with the --column labels (required unless --race)")
     p.add_argument("--features", nargs="+", default=["S7", "S6"])
     p.add_argument("--column", default="wbe-msd/prev")
     p.add_argument("--only", nargs="+", help="trainer names (default: all)", choices=sorted(TRAINERS))
     p.add_argument("--skip", nargs="+", default=[], help="trainer names to leave out")
     p.add_argument("--out", help="also append the table to this Markdown file")
+    p.add_argument("--race", nargs="+", metavar="JSONL",
+                   help="only print the time-to-same-objective table from earlier runs' JSON lines")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         worker(args)
         return
+    if args.race:
+        rows = [json.loads(line) for f in args.race for line in Path(f).read_text().splitlines()
+                if line.startswith("{")]
+        print(race(rows))
+        return
+    if not args.store:
+        p.error("--store is required")
     names = [n for n in (args.only or TRAINERS) if n not in args.skip]
     rows = []
     for features in args.features:
@@ -201,6 +235,8 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     text = table(rows)
+    if any("trajectory" in r for r in rows) and any("trajectory" not in r and "primal" in r for r in rows):
+        text += "\n\n" + race(rows)
     print(text)
     if args.out:
         header = (f"\n## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, "

@@ -21,7 +21,9 @@ Which examples leave the active set (`shrinking`):
 
 Weights are feature-major [F+1, K] float64 during training so that one sparse row
 touches K contiguous numbers; the squared row norm x_i.x_i (A in eq. 10) comes out of
-the same read of the row that computes w.x_i, so no per-example array but alpha is kept.
+the same read of the row that computes w.x_i, so no per-example array but alpha is kept,
+and the pass prefetches the data of the examples a few visits ahead (prefetch.py): the
+random visiting order otherwise makes every visit wait for a chain of cache misses.
 
 Bias: like LIBLINEAR's `-B b`, a constant feature of value `bias` is appended to every
 row (virtually: the kernel adds it, X is not copied), so the intercept is b * w_{F} and
