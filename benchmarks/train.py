@@ -11,8 +11,16 @@ feature matrix is built (and cached in the store) before any trainer runs, so no
 trainer pays for it. Each trainer then runs in its own subprocess that loads the cached
 matrix, so the peak memory (VmHWM) of one cannot contaminate another; the table gives
 the peak and the peak minus the resident size right after loading the data (what the
-trainer itself added). CPU seconds are the subprocess's own user+system time, the fair
-figure on a shared machine; wall seconds are reported too.
+trainer itself added), and the largest anonymous resident size (without the mapped
+matrix and shared libraries). CPU seconds are the subprocess's own user+system time, the
+fair figure on a shared machine; wall seconds are reported too. Every worker runs with
+one thread.
+
+Baselines: liblinear-official `-s 4` for the SVM; for the dual MLR our fused numba
+L-BFGS and scikit-learn's LogisticRegression (lbfgs, the issue's reference primal). Dual
+MLR and L-BFGS rows also carry P(w) (eq. 6 at the final weights, untimed) and L-BFGS its
+per-iteration (seconds, objective); the time-to-same-objective table is printed after
+the main one, or later from saved JSON lines with `--race FILE...`.
 """
 
 from __future__ import annotations
