@@ -85,6 +85,24 @@ def family_params(family: str, given: dict[str, Any], implied: dict[str, Any]) -
     return params
 
 
+def drop_zero_rows(keys: np.ndarray, weights: np.ndarray, link: str, extras: dict[str, np.ndarray]
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Leave out of the file the keys whose weight row is all zero, where that changes nothing.
+
+    Under the softmax link a key adds its row to the scores and nothing else, so a zero
+    row scores exactly like an absent key. Other links also see how many of a pair's keys
+    the model knew (n_found), and per-key extras would need the same rows: those files
+    keep every key. Returns (keys, weights, number dropped).
+    """
+    if link != "softmax" or extras:
+        return keys, weights, 0
+    keep = np.any(weights != 0, axis=1)
+    dropped = int(keep.size - np.count_nonzero(keep))
+    if dropped == 0:
+        return keys, weights, 0
+    return keys[keep], weights[keep], dropped
+
+
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
@@ -183,6 +201,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     exported = [m.export_arrays() for m in models]
     arrays = {name: np.concatenate([e[name] for e in exported], axis=-1) for name in exported[0]}
     weights, bias = arrays.pop("weights"), arrays.pop("bias")
+    keys, weights, zero_rows = drop_zero_rows(keys, weights, FAMILIES[family].link, arrays)
     if plot is not None:
         from training.historyplot import plot_history
 
@@ -201,6 +220,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
             "feature_seconds": feature_seconds, "train_seconds": train_seconds,
             "peak_memory_bytes": peak_rss_bytes(),
             "selection": selection_meta,
+            "zero_weight_keys_dropped": zero_rows,
             "directions": directions_meta,
         },
     }
