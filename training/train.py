@@ -129,6 +129,11 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     """Train every direction of `moses_type` and write the weight file `out`; returns its metadata."""
     start = time.perf_counter()
     mtype = MosesType.parse(moses_type)
+    languages = getattr(FAMILIES.get(family), "languages", None)
+    if languages is not None and mtype.language not in languages:
+        raise InputError(f"family {family} builds {'/'.join(languages)} models only; type {mtype} is "
+                         f"conditioned on {mtype.language} (`moses-reorder lexical` writes Moses's "
+                         f"{mtype.language} tables)")
     spec = FeatureSpec.parse(features)
     store = ExampleStore.open(store_dir)
     params = family_params(family, dict(params or {}),

@@ -77,3 +77,13 @@ def test_lexical_refuses_a_matrix_that_is_not_pair_identity(small_store, tmp_pat
     code = cli_main(["train", "--family", "lexical", "--features", "S7", "--type", TYPE, "--store",
                      str(small_store), "--out", str(tmp_path / "x.mrw"), "--quiet"])
     assert code != 0 and not (tmp_path / "x.mrw").exists()
+
+
+def test_lexical_refuses_a_source_conditioned_type(small_store, tmp_path, capsys):
+    """Pair identity makes an -fe table; serving it under an -f type would be silently wrong."""
+    out = tmp_path / "f.mrw"
+    code = cli_main(["train", "--family", "lexical", "--type", "wbe-msd-backward-f", "--store",
+                     str(small_store), "--out", str(out), "--quiet"])
+    assert code == 3 and not out.exists()
+    err = capsys.readouterr().err
+    assert "fe models only" in err and "wbe-msd-backward-f" in err

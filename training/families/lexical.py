@@ -38,6 +38,9 @@ class LexicalTable(ReorderingClassifier):
     default_features: ClassVar[str] = "pair"
     default_threshold: ClassVar[int] = 0
     default_calibration_fraction: ClassVar[float] = 0.0
+    # The pair identity conditions on source AND target phrase: an `-fe` table. `train`
+    # refuses the `-f` types rather than serving an fe table under an f name.
+    languages: ClassVar[tuple[str, ...]] = ("fe",)
 
     def __init__(self, smoothing: float = DEFAULT_SMOOTHING, n_classes: int | None = None):
         self.smoothing = smoothing
