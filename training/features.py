@@ -10,7 +10,8 @@ Key scheme (pinned in tests/features/test_features.py):
   `finalize(combine(combine(tag_align, f), e))`; context words use a position tag
   (`ctx-2`, `ctx+1`, ...) and the tokens `<s>`/`</s>` past the sentence edges;
 - the phrase-pair identity (`pair`) folds the source length, the source tokens, the
-  target length and the target tokens into one key;
+  target length and the target tokens into one key; the source-phrase identity
+  (`source`, what Moses's `-f` tables condition on) folds the source length and tokens;
 - an ANOVA d=2 feature is `finalize(combine(combine(tag_anova2, a), b))` for base
   keys a < b.
 Features are binary: each pair's keys are sorted and unique.
@@ -30,6 +31,7 @@ from training.featurespec import (
     TAG_CONTEXT_RIGHT,
     TAG_EOS,
     TAG_PAIR,
+    TAG_SOURCE,
     TAG_SRC_FIRST,
     TAG_SRC_LAST,
     TAG_SRC_WORD,
@@ -56,7 +58,8 @@ def _key2(tag: np.uint64, a: np.uint64, b: np.uint64) -> np.uint64:
 
 @nb.njit(nogil=True, cache=True)
 def _base_keys(p, src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tokens, tgt_offsets,
-               align_src, align_tgt, align_offsets, words, boundaries, alignments, pair, context, tags, out):
+               align_src, align_tgt, align_offsets, words, boundaries, alignments, pair, source, context,
+               tags, out):
     """Write pair p's base features into out; return how many."""
     s = pair_sentence[p]
     sent0 = src_offsets[s]
@@ -103,6 +106,12 @@ def _base_keys(p, src_tokens, src_offsets, pair_sentence, src_start, src_end, tg
             h = combine(h, tgt_tokens[t])
         out[m] = finalize(h)
         m += 1
+    if source:
+        h = combine(tags[TAG_SOURCE], np.uint64(i1 - i0))
+        for i in range(i0, i1):
+            h = combine(h, src_tokens[i])
+        out[m] = finalize(h)
+        m += 1
     return m
 
 
@@ -131,14 +140,14 @@ def _sort_unique(a, lo, hi):
 
 @nb.njit(nogil=True, cache=True)
 def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tokens, tgt_offsets,
-             align_src, align_tgt, align_offsets, words, boundaries, alignments, pair, context,
+             align_src, align_tgt, align_offsets, words, boundaries, alignments, pair, source, context,
              anova_low, anova_high, tags):
     n = pair_sentence.shape[0]
     bound = np.empty(n + 1, dtype=np.int64)
     bound[0] = 0
     max_base = 0
     for p in range(n):
-        nb_ = 2 * context + (1 if pair else 0)
+        nb_ = 2 * context + (1 if pair else 0) + (1 if source else 0)
         if words:
             nb_ += (src_end[p] - src_start[p]) + (tgt_offsets[p + 1] - tgt_offsets[p])
         if boundaries:
@@ -160,7 +169,7 @@ def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tok
     for p in range(n):
         m = _base_keys(p, src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tokens,
                        tgt_offsets, align_src, align_tgt, align_offsets, words, boundaries, alignments,
-                       pair, context, tags, base)
+                       pair, source, context, tags, base)
         m = _sort_unique(base, 0, m)
         start = bound[p]
         e = start
@@ -188,7 +197,8 @@ def extract_keys(batch: PairBatch, spec: FeatureSpec) -> tuple[np.ndarray, np.nd
         batch.src_tokens, batch.src_offsets, batch.pair_sentence, batch.src_start, batch.src_end,
         batch.tgt_tokens, batch.tgt_offsets, batch.align_src, batch.align_tgt, batch.align_offsets,
         "words" in spec.templates, "boundaries" in spec.templates, "alignments" in spec.templates,
-        "pair" in spec.templates, spec.context, spec.anova_low, spec.anova_high, template_tags())
+        "pair" in spec.templates, "source" in spec.templates, spec.context, spec.anova_low,
+        spec.anova_high, template_tags())
     keys = full[:used]
     if used * 4 < full.shape[0] * 3:
         keys = keys.copy()  # give back the over-allocation when duplicates were many

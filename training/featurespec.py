@@ -18,7 +18,7 @@ import numpy as np
 from training.errors import InputError
 from training.hashing import hash_string
 
-TEMPLATES = ("words", "boundaries", "alignments", "pair")
+TEMPLATES = ("words", "boundaries", "alignments", "pair", "source")
 ANOVA_DEGREES = ("1", "2", "le2")
 MAX_CONTEXT = 3
 
@@ -122,11 +122,13 @@ TAG_SRC_FIRST, TAG_SRC_LAST, TAG_TGT_FIRST, TAG_TGT_LAST = 2, 3, 4, 5
 TAG_ALIGN, TAG_PAIR, TAG_ANOVA2, TAG_BOS, TAG_EOS = 6, 7, 8, 9, 10
 TAG_CONTEXT_LEFT = 11                     # + (k-1): the word k before the span
 TAG_CONTEXT_RIGHT = TAG_CONTEXT_LEFT + MAX_CONTEXT  # + (k-1): the word k after the span
+TAG_SOURCE = TAG_CONTEXT_RIGHT + MAX_CONTEXT       # added last: earlier tags keep their hashes
 _TAG_NAMES = (
     ["src", "tgt", "src.first", "src.last", "tgt.first", "tgt.last", "align", "pair", "anova2",
      "<s>", "</s>"]
     + [f"ctx-{k}" for k in range(1, MAX_CONTEXT + 1)]
     + [f"ctx+{k}" for k in range(1, MAX_CONTEXT + 1)]
+    + ["source"]
 )
 
 

@@ -100,11 +100,7 @@ def run_pipeline(corpus: Path, out: Path, *, src_lang: str = "ja", tgt_lang: str
     from training.studies import run_experiment
 
     mtype = MosesType.parse(moses_type)
-    if families is None:  # every family that can build this type (lexical: -fe only)
-        families = [f for f in FAMILIES if mtype.language in getattr(FAMILIES[f], "languages", (mtype.language,))]
-        skipped = sorted(set(FAMILIES) - set(families))
-        if skipped:
-            log(f"pipeline: {', '.join(skipped)} cannot build {mtype} (conditioned on {mtype.language}); skipped")
+    families = list(FAMILIES) if families is None else families
     name = name or corpus.resolve().name
     files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
     out.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from training.featurespec import FeatureSpec
 from training.mosestype import MosesType
 from training.selection import Selection, feature_nmi
 from training.store import ExampleStore
-from training.train import SentenceSplit, select_rows, train_model
+from training.train import SentenceSplit, own_features, select_rows, train_model
 from training.vocab import DEFAULT_THRESHOLD, build_matrix
 
 DEFAULT_FRACTIONS = (1.0, 0.75, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02)
@@ -81,7 +81,7 @@ def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, 
     mtype = MosesType.parse(moses_type)
     for family in families:
         cls = FAMILIES[family]
-        own = getattr(cls, "default_features", None)
+        own = own_features(family, mtype)
         for features in ([own] if own else feature_sets):
             name = f"{family}-{FeatureSpec.parse(features).name}".replace(",", "_").replace("=", "")
             path = out_dir / f"{name}.mrw"

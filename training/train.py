@@ -70,6 +70,42 @@ def select_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
     return X[rows]
 
 
+def own_features(family: str, mtype: MosesType) -> str | None:
+    """The feature set a family brings itself for this type; None: the caller chooses.
+
+    `default_features` is a default (hybrid: S7,pair); `features_by_language` (lexical)
+    is the identity the table is conditioned on, so it is the only choice for the type.
+    """
+    if family not in FAMILIES:
+        raise InputError(f"unknown family {family!r} (known: {', '.join(sorted(FAMILIES))})")
+    cls = FAMILIES[family]
+    by_language = getattr(cls, "features_by_language", None)
+    if by_language is None:
+        return getattr(cls, "default_features", None)
+    if mtype.language not in by_language:
+        raise InputError(f"family {family} cannot build {mtype}: it builds types conditioned on "
+                         f"{' or '.join(sorted(by_language))}")
+    return by_language[mtype.language]
+
+
+def family_features(family: str, mtype: MosesType | str, given: str | None) -> str:
+    """The feature set to train `family` on: `given`, else the family's own (own_features).
+
+    A family whose features define the model refuses any other set, so an -f type never
+    silently gets an fe table.
+    """
+    mtype = MosesType.parse(mtype) if isinstance(mtype, str) else mtype
+    own = own_features(family, mtype)
+    if given is not None and own is not None and getattr(FAMILIES[family], "features_by_language", None) \
+            and FeatureSpec.parse(given).name != FeatureSpec.parse(own).name:
+        raise InputError(f"family {family} with type {mtype} trains on --features {own} "
+                         f"(the table's conditioning), not {given}")
+    features = given or own
+    if features is None:
+        raise InputError(f"--features is required for family {family}")
+    return features
+
+
 def family_params(family: str, given: dict[str, Any], implied: dict[str, Any]) -> dict[str, Any]:
     """Constructor arguments: every explicitly given one must exist; implied ones
     (n_classes, verbose, seed) are passed only where the family takes them."""
@@ -129,12 +165,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     """Train every direction of `moses_type` and write the weight file `out`; returns its metadata."""
     start = time.perf_counter()
     mtype = MosesType.parse(moses_type)
-    languages = getattr(FAMILIES.get(family), "languages", None)
-    if languages is not None and mtype.language not in languages:
-        raise InputError(f"family {family} builds {'/'.join(languages)} models only; type {mtype} is "
-                         f"conditioned on {mtype.language} (`moses-reorder lexical` writes Moses's "
-                         f"{mtype.language} tables)")
-    spec = FeatureSpec.parse(features)
+    spec = FeatureSpec.parse(family_features(family, mtype, features))
     store = ExampleStore.open(store_dir)
     params = family_params(family, dict(params or {}),
                            {"n_classes": len(mtype.classes), "seed": seed, "verbose": verbose})

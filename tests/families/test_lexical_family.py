@@ -15,10 +15,11 @@ TYPE = "wbe-msd-bidirectional-fe"
 
 
 def table_rows(path) -> dict[str, list[float]]:
+    """Moses table line -> probabilities, keyed by "src ||| tgt" (fe) or "src" (f)."""
     rows = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        src, tgt, probs = line.split(" ||| ")
-        rows[f"{src} ||| {tgt}"] = [float(v) for v in probs.split()]
+        key, _, probs = line.rpartition(" ||| ")
+        rows[key] = [float(v) for v in probs.split()]
     return rows
 
 
@@ -32,22 +33,26 @@ def example_strings(store: ExampleStore, chunk) -> list[str]:
     return out
 
 
-def test_seen_pairs_score_the_moses_table_rows(small_store, tmp_path):
+@pytest.mark.parametrize("mtype,templates", [(TYPE, ("pair",)), ("wbe-msd-bidirectional-f", ("source",))])
+def test_seen_pairs_score_the_moses_table_rows(small_store, tmp_path, mtype, templates):
+    """-fe: one key per phrase pair; -f: per source phrase, Moses's p(o | f) table."""
     model_path, table = tmp_path / "lex.mrw", tmp_path / "rt.txt"
-    assert cli_main(["train", "--family", "lexical", "--type", TYPE, "--store", str(small_store),
+    assert cli_main(["train", "--family", "lexical", "--type", mtype, "--store", str(small_store),
                      "--out", str(model_path), "--heldout-fraction", "0", "--quiet"]) == 0
-    assert cli_main(["lexical", "--store", str(small_store), "--model", TYPE, "--out", str(table), "--quiet"]) == 0
+    assert cli_main(["lexical", "--store", str(small_store), "--model", mtype, "--out", str(table), "--quiet"]) == 0
     rows = table_rows(table)
     model = load_model(model_path)
     assert model.family == "lexical" and model.link_name == "softmax" and model.metadata["threshold"] == 0
-    assert model.n_features == len(rows)  # one key per distinct phrase pair
+    assert model.moses_type == mtype and model.spec.templates == templates
+    assert model.n_features == len(rows)  # one key per table row
     store = ExampleStore.open(small_store)
     checked = 0
     for chunk in store.iter_chunks():
         served = model.predict_proba(chunk.batch)
         for text, probs in zip(example_strings(store, chunk), served):
+            key = text if templates == ("pair",) else text.split(" ||| ")[0]
             # The table prints 6 significant digits (C++ iostream defaults).
-            np.testing.assert_allclose(probs, rows[text], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(probs, rows[key], rtol=1e-5, atol=1e-6)
             checked += 1
     assert checked == store.n_examples
 
@@ -79,11 +84,9 @@ def test_lexical_refuses_a_matrix_that_is_not_pair_identity(small_store, tmp_pat
     assert code != 0 and not (tmp_path / "x.mrw").exists()
 
 
-def test_lexical_refuses_a_source_conditioned_type(small_store, tmp_path, capsys):
-    """Pair identity makes an -fe table; serving it under an -f type would be silently wrong."""
+def test_the_wrong_identity_for_the_type_is_refused(small_store, tmp_path, capsys):
     out = tmp_path / "f.mrw"
-    code = cli_main(["train", "--family", "lexical", "--type", "wbe-msd-backward-f", "--store",
-                     str(small_store), "--out", str(out), "--quiet"])
+    code = cli_main(["train", "--family", "lexical", "--type", "wbe-msd-backward-f", "--features", "pair",
+                     "--store", str(small_store), "--out", str(out), "--quiet"])
     assert code == 3 and not out.exists()
-    err = capsys.readouterr().err
-    assert "fe models only" in err and "wbe-msd-backward-f" in err
+    assert "trains on --features source" in capsys.readouterr().err

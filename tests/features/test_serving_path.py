@@ -45,7 +45,7 @@ def serving_keys(files, store, spec):
     return rows
 
 
-@pytest.mark.parametrize("name", ["S7", "S6", "S15", "words,pair"])
+@pytest.mark.parametrize("name", ["S7", "S6", "S15", "words,pair", "source"])
 def test_serving_equals_training(slice_2k, store_2k, name):
     spec = FeatureSpec.parse(name)
     served = serving_keys(slice_2k, store_2k, spec)

@@ -49,6 +49,11 @@ def reference(source, pairs, spec):
             for w in target:
                 h = combine(h, fnv(w))
             base.append(finalize(h))
+        if "source" in spec.templates:
+            h = combine(tag("source"), len(src))
+            for w in src:
+                h = combine(h, fnv(w))
+            base.append(finalize(h))
         base = set(base)
         out = set()
         if spec.anova in ("1", "le2"):
@@ -75,7 +80,7 @@ def sentence_with_pairs(draw):
 
 SPECS = st.builds(
     FeatureSpec,
-    templates=st.sets(st.sampled_from(["words", "boundaries", "alignments", "pair"]), min_size=1).map(tuple),
+    templates=st.sets(st.sampled_from(["words", "boundaries", "alignments", "pair", "source"]), min_size=1).map(tuple),
     context=st.sampled_from([0, 1, 2, 3]),
     anova=st.sampled_from(["1", "2", "le2"]),
 )

@@ -1,7 +1,9 @@
 """The lexicalized reordering model (Moses's relative-frequency table) as a served family.
 
 Trained on the `pair` feature set (one phrase-pair identity key per example, threshold
-0: every pair seen in training), the class counts per column ARE the table's counts,
+0: every pair seen in training; for `-f` types the `source` set, the source-phrase
+identity, which is what Moses's f tables condition on), the class counts per column ARE
+the table's counts,
 and Moses's smoothing p_k = (c_k + s) / sum_j (c_j + s) comes from training/lexical.py
 (the one implementation `moses-reorder lexical` writes tables with). The table then
 scores through the plain softmax link with no special case:
@@ -38,9 +40,10 @@ class LexicalTable(ReorderingClassifier):
     default_features: ClassVar[str] = "pair"
     default_threshold: ClassVar[int] = 0
     default_calibration_fraction: ClassVar[float] = 0.0
-    # The pair identity conditions on source AND target phrase: an `-fe` table. `train`
-    # refuses the `-f` types rather than serving an fe table under an f name.
-    languages: ClassVar[tuple[str, ...]] = ("fe",)
+    # The one feature IS the table's conditioning: the phrase-pair identity for `-fe`
+    # types, the source-phrase identity for `-f` types (Moses's p(o | f)). `train` uses
+    # it by default and refuses any other feature set for the type.
+    features_by_language: ClassVar[dict[str, str]] = {"fe": "pair", "f": "source"}
 
     def __init__(self, smoothing: float = DEFAULT_SMOOTHING, n_classes: int | None = None):
         self.smoothing = smoothing
@@ -50,7 +53,7 @@ class LexicalTable(ReorderingClassifier):
         X = sp.csr_matrix(X)
         if X.shape[0] and np.diff(X.indptr).max() > 1:
             raise InputError("lexical: every example must have at most one feature, its phrase-pair "
-                             "identity (train with --features pair)")
+                             "identity (--features pair; source for -f types)")
         y = np.asarray(y, dtype=np.int64)
         K = self.n_classes or int(y.max()) + 1
         counts, per_class = class_feature_counts(X, y, K)          # [K x F]: the table's counts
