@@ -88,22 +88,22 @@ def own_features(family: str, mtype: MosesType) -> str | None:
     return by_language[mtype.language]
 
 
-def family_features(family: str, mtype: MosesType | str, given: str | None) -> str:
+def family_features(family: str, mtype: MosesType, given: str | None) -> str:
     """The feature set to train `family` on: `given`, else the family's own (own_features).
 
     A family whose features define the model refuses any other set, so an -f type never
     silently gets an fe table.
     """
-    mtype = MosesType.parse(mtype) if isinstance(mtype, str) else mtype
     own = own_features(family, mtype)
-    if given is not None and own is not None and getattr(FAMILIES[family], "features_by_language", None) \
-            and FeatureSpec.parse(given).name != FeatureSpec.parse(own).name:
+    if given is None:
+        if own is None:
+            raise InputError(f"--features is required for family {family}")
+        return own
+    fixed = hasattr(FAMILIES[family], "features_by_language")
+    if fixed and FeatureSpec.parse(given).name != FeatureSpec.parse(own).name:
         raise InputError(f"family {family} with type {mtype} trains on --features {own} "
                          f"(the table's conditioning), not {given}")
-    features = given or own
-    if features is None:
-        raise InputError(f"--features is required for family {family}")
-    return features
+    return given
 
 
 def family_params(family: str, given: dict[str, Any], implied: dict[str, Any]) -> dict[str, Any]:
@@ -157,12 +157,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def train_model(store_dir: str | Path, *, family: str, moses_type: str, features: str, out: str | Path,
+def train_model(store_dir: str | Path, *, family: str, moses_type: str, features: str | None, out: str | Path,
                 threshold: int = DEFAULT_THRESHOLD, heldout_fraction: float = 0.1,
                 calibration_fraction: float = 0.05, params: dict[str, Any] | None = None,
                 seed: int | None = None, float16: bool = False, plot: str | Path | None = None,
                 verbose: bool = False, select_nmi: str | None = None) -> dict[str, Any]:
-    """Train every direction of `moses_type` and write the weight file `out`; returns its metadata."""
+    """Train every direction of `moses_type` and write the weight file `out`; returns its metadata.
+
+    `features` None means the family's own set (family_features)."""
     start = time.perf_counter()
     mtype = MosesType.parse(moses_type)
     spec = FeatureSpec.parse(family_features(family, mtype, features))

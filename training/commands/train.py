@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.train import DEFAULT_THRESHOLD, family_features, train_model
+    from training.train import DEFAULT_THRESHOLD, train_model
 
     given = {name: value for name, value in (("C", args.C), ("eps", args.eps),
                                              ("max_passes", args.max_passes)) if value is not None}
@@ -74,11 +74,10 @@ def run(args: argparse.Namespace) -> int:
         given[name] = value
     start = time.perf_counter()
     cls = FAMILIES[args.family]
-    features = family_features(args.family, args.moses_type, args.features)
     threshold = args.threshold if args.threshold is not None else getattr(cls, "default_threshold", DEFAULT_THRESHOLD)
     calibration = (args.calibration_fraction if args.calibration_fraction is not None
                    else getattr(cls, "default_calibration_fraction", 0.05))
-    meta = train_model(args.store, family=args.family, moses_type=args.moses_type, features=features,
+    meta = train_model(args.store, family=args.family, moses_type=args.moses_type, features=args.features,
                        out=args.out, threshold=threshold, heldout_fraction=args.heldout_fraction,
                        calibration_fraction=calibration, params=given, seed=args.seed,
                        float16=args.float16, plot=args.plot, verbose=not args.quiet,
