@@ -37,6 +37,7 @@ class LexicalTable(ReorderingClassifier):
     link: ClassVar[str] = "softmax"
     # What `train` uses unless told otherwise: every seen pair, no calibration tail
     # (a table has nothing to calibrate, and the tail would only lose counts).
+    default_features: ClassVar[str] = "pair"  # what callers reading the attribute get (the -fe set)
     default_threshold: ClassVar[int] = 0
     default_calibration_fraction: ClassVar[float] = 0.0
     # The one feature IS the table's conditioning: the phrase-pair identity for `-fe`
