@@ -58,11 +58,18 @@ TRAINERS: dict[str, tuple[str, dict]] = {
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
-def _status(field: str) -> int:
+def _statuses(*fields: str) -> list[int]:
+    """Byte sizes of /proc/self/status fields, read in one go."""
+    found = {}
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    return 0
+        name, _, value = line.partition(":")
+        if name in fields:
+            found[name] = int(value.split()[0]) * 1024
+    return [found.get(f, 0) for f in fields]
+
+
+def _status(field: str) -> int:
+    return _statuses(field)[0]
 
 
 def load_data(store_dir: str, features: str, column: str):
@@ -102,8 +109,8 @@ class PeakSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.anon = max(self.anon, _status("RssAnon"))
-            self.file = max(self.file, _status("RssFile"))
+            anon, file = _statuses("RssAnon", "RssFile")
+            self.anon, self.file = max(self.anon, anon), max(self.file, file)
             self._stop.wait(0.01)
 
     def stop(self) -> None:
