@@ -6,9 +6,13 @@ import re
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from liblinear.liblinearutil import parameter, predict, problem, train
+from training.families import shrinking
 from training.families.svm import MulticlassSVM, _sub_problem
 
 
@@ -93,3 +97,44 @@ def test_temperature_calibration_is_folded_into_exported_weights(real_Xy):
     served = np.exp(scores - scores.max(axis=1, keepdims=True))
     served /= served.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(served, calibrated, atol=1e-5)
+
+
+def test_streamed_passes_over_a_mapped_matrix_still_match_liblinear(real_Xy, capfd, tmp_path, monkeypatch):
+    """The matrix as `train` gets it (mapped from the feature cache, broadcast ones), read
+    in many small chunks and then from compact copies of the active set: same problem,
+    same optimum as LIBLINEAR, and every example's alpha written back."""
+    X, y = real_Xy
+    np.save(tmp_path / "indices.npy", X.indices.astype(np.int32))
+    np.save(tmp_path / "indptr.npy", X.indptr.astype(np.int64))
+    indices = np.asarray(np.load(tmp_path / "indices.npy", mmap_mode="r"))
+    indptr = np.asarray(np.load(tmp_path / "indptr.npy", mmap_mode="r"))
+    mapped = sp.csr_matrix((np.broadcast_to(np.float32(1.0), indices.shape), indices, indptr),
+                           shape=X.shape, copy=False)
+    monkeypatch.setattr(shrinking, "CHUNK_NNZ", 300)  # several chunks on this slice
+    monkeypatch.setattr(shrinking, "COMPACT_BELOW", 0.5)  # compact early and often
+    assert shrinking.row_chunks(indptr, X.shape[0], shrinking.CHUNK_NNZ) > 1
+    ours = MulticlassSVM(C=1.0, eps=0.01, seed=1).fit(mapped, y)
+    theirs, their_objective = liblinear_cs(X, y, 1.0, 0.01, capfd)
+    assert ours.converged_
+    assert min(h["active"] for h in ours.history_) < shrinking.COMPACT_BELOW  # compact copies ran
+    assert abs(ours.dual_objective_ - their_objective) <= 1e-3 * abs(their_objective)
+    assert abs(float(np.mean(ours.predict(X) == y)) - liblinear_accuracy(theirs, X, y)) <= 0.002
+    assert ours.primal_objective(X, y) >= -ours.dual_objective_ - 1e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 9999), min_size=0, max_size=300, unique=True), st.integers(1, 10),
+       st.integers(0, 2**32), st.booleans())
+def test_rows_are_bucketed_by_their_block_s_chunk_stably(ids, n_chunks, seed, shuffled):
+    n = 10000  # 10 blocks of 1,024 rows
+    rng = np.array([seed], dtype=np.uint64) if shuffled else None
+    block_chunk = shrinking.block_chunks(n, n_chunks, rng)
+    sizes = np.bincount(block_chunk, minlength=n_chunks)
+    assert sizes.max() - sizes.min() <= 1 and len(block_chunk) == 10
+    index = np.array(ids + [99999], dtype=np.int32)  # one entry past `active` stays put
+    starts = np.empty(n_chunks + 1, dtype=np.int64)
+    shrinking._bucket(index, len(ids), block_chunk, n_chunks, starts)
+    assert index[-1] == 99999 and starts[-1] == len(ids)
+    for c in range(n_chunks):
+        expected = [i for i in ids if block_chunk[i >> shrinking.BLOCK_LOG2] == c]  # original order
+        assert index[starts[c]:starts[c + 1]].tolist() == expected

@@ -86,7 +86,7 @@ def _sub_problem(A, B, yi, C, alpha_new):
 
 
 @nb.njit(nogil=True, cache=True)
-def _svm_pass(indptr, indices, data, y, bias, C, w, alpha, index, active, tol, objective,
+def _svm_pass(indptr, indices, data, y, alpha, bias, C, w, index, active, tol, objective,
               paper_shrink):
     """One pass of Algorithm 2 over index[:active]; shrunk examples move behind `active`.
 
@@ -215,13 +215,13 @@ class MulticlassSVM(ReorderingClassifier):
         C, bias = float(self.C), float(self.bias)
         objective = np.zeros(1)
 
-        def run_pass(index, active, tol):
-            return _svm_pass(X.indptr, X.indices, X.data, y, bias, C, w, alpha,
-                             index, active, tol, objective, paper_shrink)
+        def run_pass(rows, state, index, active, tol):
+            return _svm_pass(*rows, *state, bias, C, w, index, active, tol, objective,
+                             paper_shrink)
 
         self.history_, self.converged_ = run_shrinking(
-            run_pass, lambda: objective[0], n, float(self.eps),
-            int(self.max_passes), int(self.seed), self.verbose, desc="svm")
+            run_pass, lambda: objective[0], (X.indptr, X.indices, X.data), (y, alpha),
+            float(self.eps), int(self.max_passes), int(self.seed), self.verbose, desc="svm")
         self.n_passes_ = len(self.history_)
         self.dual_objective_ = _svm_dual_objective(w, alpha, y)
         self.n_support_ = int(np.count_nonzero(np.any(alpha != 0.0, axis=1)))
