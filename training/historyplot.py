@@ -9,10 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from training.plots import plt, save_png
 
 
 def plot_history(histories: Mapping[str, Sequence[Mapping]], path: str | os.PathLike,
@@ -34,7 +31,4 @@ def plot_history(histories: Mapping[str, Sequence[Mapping]], path: str | os.Path
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    tmp = f"{os.fspath(path)}.tmp.png"
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_png(fig, path)

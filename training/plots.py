@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def _save(fig: Any, path: str | os.PathLike) -> Path:
+def save_png(fig: Any, path: str | os.PathLike) -> Path:
     """PNG bytes written atomically (training.atomic), the figure closed either way."""
     import io
 
@@ -55,7 +55,7 @@ def plot_scaling(records: Sequence[Mapping[str, Any]], path: str | os.PathLike) 
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_nmi_ranking(nmi: np.ndarray, path: str | os.PathLike) -> Path:
@@ -68,7 +68,7 @@ def plot_nmi_ranking(nmi: np.ndarray, path: str | os.PathLike) -> Path:
     ax.set_yscale("log" if ranked.size and ranked.max() > 0 else "linear")
     ax.set_title(f"NMI of {ranked.size:,} features")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_selection_error(kept_fraction: Sequence[float], error: Sequence[float], path: str | os.PathLike,
@@ -83,4 +83,4 @@ def plot_selection_error(kept_fraction: Sequence[float], error: Sequence[float],
     if label:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_png(fig, path)

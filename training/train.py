@@ -240,11 +240,6 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     arrays = {name: np.concatenate([e[name] for e in exported], axis=-1) for name in exported[0]}
     weights, bias = arrays.pop("weights"), arrays.pop("bias")
     keys, weights, zero_rows = drop_zero_rows(keys, weights, FAMILIES[family].link, arrays)
-    if plot is not None:
-        from training.historyplot import plot_history
-
-        plot_history({d: info["history"] for d, info in directions_meta.items()}, plot,
-                     title=f"{family} {mtype} {spec.name}")
     corpus = store.meta.get("corpus", {})
     metadata = {
         "training": {
@@ -269,4 +264,9 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
                 corpus_fingerprint=corpus.get("sha256", "") if isinstance(corpus, dict) else str(corpus),
                 training_seconds=time.perf_counter() - start, extras=arrays or None, float16=float16,
                 metadata=_jsonable(metadata))
+    if plot is not None:  # after the model is safe: a plot must not cost the training
+        from training.historyplot import plot_history
+
+        plot_history({d: info["history"] for d, info in directions_meta.items()}, plot,
+                     title=f"{family} {mtype} {spec.name}")
     return metadata

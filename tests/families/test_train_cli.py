@@ -26,7 +26,9 @@ def train(store, out, family="svm", *extra):
                                           ("maxent", ["--param", "solver=lbfgs", "--max-passes", "300"]),
                                           ("maxent", ["--param", "solver=owlqn", "--C", "0.2", "--max-passes", "100"])])
 def test_weight_file_scores_like_the_trained_classifiers(small_store, tmp_path, family, extra):
-    out, plot = tmp_path / "model.mrw", tmp_path / "passes.png"
+    # Neither directory exists yet: train creates them (the plot used to fail there
+    # after training, and took the unwritten model with it).
+    out, plot = tmp_path / "models" / "model.mrw", tmp_path / "plots" / "passes.png"
     assert train(small_store, out, family, *extra, "--plot", str(plot)) == 0
     model = load_model(out)
     assert model.moses_type == TYPE and model.family == family
