@@ -58,10 +58,24 @@ class SentenceSplit:
         return cls(fit, calibrate, heldout)
 
 
+def _run(rows: np.ndarray) -> tuple[int, int] | None:
+    """(first, last + 1) when sorted `rows` are one contiguous run, else None."""
+    if rows.size and rows[-1] - rows[0] + 1 == rows.size:
+        return int(rows[0]), int(rows[-1]) + 1
+    return None
+
+
+def take_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """values[rows]; a contiguous run (the usual case) is a view, not a copy."""
+    run = _run(rows)
+    return values[run[0]:run[1]] if run else values[rows]
+
+
 def select_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
     """Rows of X; a contiguous run (the usual case: sentences are in store order) is a view."""
-    if rows.size and rows[-1] - rows[0] + 1 == rows.size:
-        a, b = int(rows[0]), int(rows[-1]) + 1
+    run = _run(rows)
+    if run:
+        a, b = run
         p0, p1 = X.indptr[a], X.indptr[b]
         view = sp.csr_matrix((X.data[p0:p1], X.indices[p0:p1], X.indptr[a:b + 1] - p0),
                              shape=(b - a, X.shape[1]), copy=False)
@@ -178,6 +192,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     sentence = store.sentence_of_examples()
     fit_rows = np.flatnonzero(split.fit[sentence])
     cal_rows = np.flatnonzero(split.calibrate[sentence])
+    del sentence  # n_examples x 4 bytes that training does not need
     if fit_rows.size == 0:
         raise InputError("the training sentences hold no examples", store_dir)
 
@@ -193,7 +208,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         from training.selection import Selection, select_columns
 
         rule = Selection.parse(select_nmi)
-        fit_labels = [type_labels(store.load_labels(c), mtype.orientation).astype(np.int64)[fit_rows]
+        fit_labels = [take_rows(type_labels(store.load_labels(c), mtype.orientation).astype(np.int64), fit_rows)
                       for c in columns]
         keep, nmi = select_columns(X_fit, fit_labels, len(mtype.classes), rule)
         X_fit, X_cal, keys = X_fit[:, keep], X_cal[:, keep], matrix.keys[keep]
@@ -216,12 +231,12 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         if verbose:
             print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
         t0 = time.perf_counter()
-        model = FAMILIES[family](**params).fit(X_fit, labels[fit_rows], **fit_kwargs)
+        model = FAMILIES[family](**params).fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)
         fit_seconds = time.perf_counter() - t0
         info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
                                 "history": getattr(model, "history_", [])}
         if cal_rows.size:
-            y_cal = labels[cal_rows]
+            y_cal = take_rows(labels, cal_rows)
             before = model.decision_function(X_cal)
             model.calibrate(X_cal, y_cal)
             probs = model.predict_proba(X_cal)
