@@ -186,11 +186,12 @@ class _Compact:
     need not stay resident. `ids` are the rows' numbers in the full problem.
     """
 
-    def __init__(self, rows: Rows, state: tuple, ids: np.ndarray, stream: bool, chunk_nnz: int):
+    def __init__(self, rows: Rows, state: tuple, keep: np.ndarray, ids: np.ndarray):
+        """Copy rows[keep] and state[keep] (keep sorted); `ids`: their full-problem numbers."""
         indptr, indices, data = rows
         self.ids = ids
-        out_indptr = np.empty(ids.shape[0] + 1, dtype=np.int64)
-        _row_lengths(indptr, ids, out_indptr)
+        out_indptr = np.empty(keep.shape[0] + 1, dtype=np.int64)
+        _row_lengths(indptr, keep, out_indptr)
         nnz = int(out_indptr[-1])
         out_indices = np.empty(nnz, dtype=indices.dtype)
         copy_data = data.ndim == 1 and data.strides[0] != 0
@@ -199,35 +200,28 @@ class _Compact:
         else:  # a broadcast constant (vocab.py's all-ones data) stays one
             out_data = np.broadcast_to(data[:1] if data.shape[0] else np.ones(1, data.dtype), (nnz,))
         scratch = out_data if copy_data else np.empty(1, dtype=data.dtype)
-        if stream:  # sorted ids, consecutive chunks: the file is read once, then given back
-            n = indptr.shape[0] - 1
-            n_chunks = row_chunks(indptr, n, chunk_nnz)
-            block_chunk = block_chunks(n, n_chunks)
-            bounds = np.searchsorted(block_chunk[ids >> BLOCK_LOG2], np.arange(n_chunks + 1))
-            for c in stream_chunks(rows, block_chunk, np.arange(n_chunks)):
-                _gather_rows(indptr, indices, data, ids, bounds[c], bounds[c + 1], out_indptr,
-                             out_indices, scratch, copy_data)
-        else:
-            _gather_rows(indptr, indices, data, ids, 0, ids.shape[0], out_indptr, out_indices,
-                         scratch, copy_data)
+        # Sorted rows, consecutive chunks: a mapped file is read once and given back.
+        n = indptr.shape[0] - 1
+        n_chunks = row_chunks(indptr, n, CHUNK_NNZ)
+        block_chunk = block_chunks(n, n_chunks)
+        bounds = np.searchsorted(block_chunk[keep >> BLOCK_LOG2], np.arange(n_chunks + 1))
+        for c in stream_chunks(rows, block_chunk, np.arange(n_chunks)):
+            _gather_rows(indptr, indices, data, keep, bounds[c], bounds[c + 1], out_indptr,
+                         out_indices, scratch, copy_data)
         self.rows = (out_indptr, out_indices, out_data)
-        self.state = tuple(a[ids] for a in state)
-        self.index = np.arange(ids.shape[0], dtype=np.int32)
-        self.active = ids.shape[0]
+        self.state = tuple(a[keep] for a in state)
+        self.index = np.arange(keep.shape[0], dtype=np.int32)
+        self.active = keep.shape[0]
 
     def write_back(self, state: tuple) -> None:
         for full, part in zip(state, self.state):
             full[self.ids] = part
 
-    def shrink(self, state: tuple, chunk_nnz: int) -> "_Compact":
+    def shrink(self, state: tuple) -> "_Compact":
         """A smaller copy holding only the rows still active."""
         self.write_back(state)
         keep = np.sort(self.index[:self.active])
-        return _Compact(self.rows, self.state, keep, False, chunk_nnz)._renumber(self.ids)
-
-    def _renumber(self, parent_ids: np.ndarray) -> "_Compact":
-        self.ids = parent_ids[self.ids]
-        return self
+        return _Compact(self.rows, self.state, keep, self.ids[keep])
 
 
 def _chunked_pass(run_pass: PassFn, rows: Rows, state: tuple, index: np.ndarray, active: int,
@@ -333,9 +327,10 @@ def run_shrinking(run_pass: PassFn, objective: Callable[[], float], rows: Rows, 
             if not stream:
                 continue
             if compact is None and active <= compact_below * n:
-                compact = _Compact(rows, state, np.sort(index[:active]), True, chunk_nnz)
+                ids = np.sort(index[:active])
+                compact = _Compact(rows, state, ids, ids)
             elif compact is not None and active <= compact_below * compact.ids.shape[0]:
-                compact = compact.shrink(state, chunk_nnz)
+                compact = compact.shrink(state)
     finally:
         bar.close()
         if compact is not None:
