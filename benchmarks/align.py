@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from training.align import read_parallel, run_eflomal
-from training.pharaoh import format_links, parse_links
-from training.symmetrize import symmetrize
+from training.corpus.align import read_parallel, run_eflomal
+from training.corpus.pharaoh import format_links, parse_links
+from training.corpus.symmetrize import symmetrize
 
 ROOT = Path(__file__).resolve().parents[1]
 JA_EN = ROOT.parent / "shared" / "data" / "ja-en"

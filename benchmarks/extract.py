@@ -42,8 +42,8 @@ def child_compile() -> dict:
     """First call of every kernel with an empty cache: numba compile time."""
     started = time.perf_counter()
     from training.commands.extract import build_store
-    from training.corpus import read_corpus
-    from training.extract import parse_models
+    from training.corpus.reading import read_corpus
+    from training.moses.extract import parse_models
     imported = time.perf_counter()
     src, tgt, align = sys.argv[-3:]
     work = Path(tempfile.mkdtemp())
@@ -58,8 +58,8 @@ def child_compile() -> dict:
 
 def child_run(model: str, moses_format: bool, src: str, tgt: str, align: str, warm: list[str]) -> dict:
     from training.commands.extract import build_store
-    from training.corpus import read_corpus
-    from training.extract import parse_models
+    from training.corpus.reading import read_corpus
+    from training.moses.extract import parse_models
 
     models = parse_models([model])
     work = Path(tempfile.mkdtemp())

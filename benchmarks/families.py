@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from training.lexical import count_pairs
-from training.mosestype import MosesType
-from training.report import study_table
-from training.store import ExampleStore
-from training.studies import run_experiment, selection_curve
-from training.train import train_model
-from training.evaluate import evaluate
+from training.moses.table import count_pairs
+from training.moses.types import MosesType
+from training.eval.report import study_table
+from training.store.examples import ExampleStore
+from training.eval.studies import run_experiment, selection_curve
+from training.api.train import train_model
+from training.eval.evaluate import evaluate
 
 PLANS = {
     # (families, feature sets) in the order they run: cheap and decisive first.
@@ -95,7 +95,7 @@ def main() -> int:
             for family in families:
                 for features in feature_sets:
                     from training.families import FAMILIES
-                    from training.featurespec import FeatureSpec
+                    from training.features.spec import FeatureSpec
 
                     own = getattr(FAMILIES[family], "default_features", None)
                     key = (family, FeatureSpec.parse(features or own).name)

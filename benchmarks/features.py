@@ -33,12 +33,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from training.cli import main as cli_main  # noqa: E402
-from training.features import extract_keys  # noqa: E402
-from training.featurespec import FeatureSpec  # noqa: E402
-from training.model import load_model, write_model  # noqa: E402
-from training.request import batch_from_request_arrays, request_arrays  # noqa: E402
-from training.store import ExampleStore  # noqa: E402
-from training.vocab import build_matrix, iter_keys  # noqa: E402
+from training.features.templates import extract_keys  # noqa: E402
+from training.features.spec import FeatureSpec  # noqa: E402
+from training.modelfile.model import load_model, write_model  # noqa: E402
+from training.modelfile.request import batch_from_request_arrays, request_arrays  # noqa: E402
+from training.store.examples import ExampleStore  # noqa: E402
+from training.features.matrix import build_matrix, iter_keys  # noqa: E402
 
 MOSES_TABLE_TEXT_MB = 69.2
 MOSES_TABLE_GZ_MB = 7.6

@@ -5,7 +5,7 @@
 
 For each size N, the first N lines of CORPUS.{ja,en,align} are extracted into a wbe-msd
 store (DIR/store-N); then svm, dual-mlr and maxent (L-BFGS capped at 100 iterations)
-each train wbe-msd-backward-fe on S7 through training.train.train_model, every run in a
+each train wbe-msd-backward-fe on S7 through training.api.train.train_model, every run in a
 fresh child process so its peak memory is its own; the fit's own memory (peak during
 the fit minus resident size before it) is measured too, by resetting the process's
 peak just before the fit; the peak before the reset is kept, so peak_mb is still the
@@ -69,9 +69,9 @@ def _measure_fit(family: str, fits: list[dict]) -> None:
 
 def child(store: str, family: str, out: str) -> None:
     """One training run (in its own process): prints a JSON record on the last line."""
-    from training.evaluate import evaluate
-    from training.mosestype import MosesType
-    from training.train import train_model
+    from training.eval.evaluate import evaluate
+    from training.moses.types import MosesType
+    from training.api.train import train_model
 
     fits: list[dict] = []
     _measure_fit(family, fits)
@@ -98,8 +98,8 @@ def child(store: str, family: str, out: str) -> None:
 
 def make_store(corpus: str, n: int, work: Path) -> Path:
     from training.commands.extract import build_store
-    from training.corpus import read_corpus
-    from training.extract import parse_models
+    from training.corpus.reading import read_corpus
+    from training.moses.extract import parse_models
 
     store = work / f"store-{n}"
     if (store / "meta.json").exists() or (store.exists() and any(store.iterdir())):

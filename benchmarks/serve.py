@@ -11,7 +11,7 @@ What it prints: pairs/s, p50/p99 latency per sentence request, server CPU per 1k
 with the result cache off and on (cache on = a tuning run replaying the same dev set),
 the latency of a 2,000-pair sentence request, and request latencies around a model swap.
 
-The model: --model FILE (e.g. a trained one), or one written with training.model over
+The model: --model FILE (e.g. a trained one), or one written with training.modelfile.model over
 the feature keys that occur more than --threshold times in the train extraction
 (seeded weights: scoring cost depends on the keys and the table size, not the values).
 
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server.api import SERVICE_NAME, pb  # noqa: E402
-from training.request import request_arrays  # noqa: E402
+from training.modelfile.request import request_arrays  # noqa: E402
 
 METHOD = f"/{SERVICE_NAME}/Score"
 MODEL_NAME = "bench"
@@ -79,7 +79,7 @@ def build_requests(corpus: Path, work: Path, max_len: int = 7, limit: int = 20) 
     cached = work / f"requests-l{max_len}-t{limit}.bin"
     if cached.exists():
         return _read_framed(cached)
-    from training.store import ExampleStore
+    from training.store.examples import ExampleStore
 
     store = ExampleStore.open(_extract_store(corpus, work))
     s = store.sentences
@@ -168,11 +168,11 @@ def build_model(corpus: Path, work: Path, features: str, threshold: int, moses_t
     path = work / f"model-{features}-t{threshold}-{moses_type}.mrw"
     if path.exists():
         return path
-    from training.features import extract_keys
-    from training.featurespec import FeatureSpec
-    from training.model import write_model
-    from training.mosestype import MosesType
-    from training.store import ExampleStore
+    from training.features.templates import extract_keys
+    from training.features.spec import FeatureSpec
+    from training.modelfile.model import write_model
+    from training.moses.types import MosesType
+    from training.store.examples import ExampleStore
 
     store = ExampleStore.open(_extract_store(corpus, work))
     spec = FeatureSpec.parse(features)
@@ -323,8 +323,8 @@ def stage_profile(requests: list[bytes], model_path: Path, repeats: int = 3) -> 
     inflate it less than wall time."""
     from server.service import request_arrays, score_response_bytes
     from server.repository import load_served_model
-    from training.features import extract_keys
-    from training.request import batch_from_request_arrays
+    from training.features.templates import extract_keys
+    from training.modelfile.request import batch_from_request_arrays
 
     served = load_served_model(MODEL_NAME, 1, model_path)
     model = served.model
@@ -344,7 +344,7 @@ def stage_profile(requests: list[bytes], model_path: Path, repeats: int = 3) -> 
             t4 = time.process_time()
             scores, n_found = model.scores(indptr, keys)
             t5 = time.process_time()
-            from training.links import LINKS
+            from training.modelfile.links import LINKS
             probs = LINKS[model.link_name](model, scores, n_found)
             t6 = time.process_time()
             score_response_bytes(served, probs)
@@ -385,7 +385,7 @@ def main() -> int:
           f"{int(np.median(sizes))}, p90 {int(np.percentile(sizes, 90))}, max {max(sizes)}) "
           f"[{time.perf_counter() - t:.1f} s]")
     model = args.model or build_model(args.corpus, args.work, args.features, args.threshold, args.moses_type)
-    from training.model import load_model
+    from training.modelfile.model import load_model
     loaded = load_model(model)
     print(f"model {model}: {loaded.moses_type}, features {loaded.metadata['features']}, "
           f"{loaded.n_features:,} keys, {model.stat().st_size / 1e6:.1f} MB")

@@ -1,4 +1,4 @@
-"""Check training.symmetrize against Moses's own `symal` binary on real eflomal output.
+"""Check training.corpus.symmetrize against Moses's own `symal` binary on real eflomal output.
 
 Not a test (it needs a symal you built from a Moses checkout, which CI does not have);
 it prints, per symmetrization, how many sentences differ (expected: 0). Build symal
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from training.align import read_parallel, run_eflomal
-from training.pharaoh import parse_links
-from training.symmetrize import symmetrize
+from training.corpus.align import read_parallel, run_eflomal
+from training.corpus.pharaoh import parse_links
+from training.corpus.symmetrize import symmetrize
 
 ROOT = Path(__file__).resolve().parents[1]
 JA_EN = ROOT.parent / "shared" / "data" / "ja-en"

@@ -5,7 +5,7 @@
 
 STORE is an example store of all 50k ja-en pairs with the wbe-msd labels, e.g.
     moses-reorder extract --src train.ja --tgt train.en --align train.align --out STORE --model wbe-msd
-Training rows = the examples of the first 90% of sentences (training.split), held-out
+Training rows = the examples of the first 90% of sentences (training.eval.split), held-out
 rows = the last 10%; features kept if seen > 10 times in training (the papers). The
 feature matrix is built (and cached in the store) before any trainer runs, so no
 trainer pays for it. Each trainer then runs in its own subprocess that loads the cached
@@ -81,9 +81,9 @@ def load_data(store_dir: str, features: str, column: str):
     """Training and held-out rows: views of the cached (memory-mapped) matrix, untouched."""
     import numpy as np
 
-    from training.store import ExampleStore
-    from training.train import heldout_sentences, select_rows
-    from training.vocab import build_matrix
+    from training.store.examples import ExampleStore
+    from training.api.train import heldout_sentences, select_rows
+    from training.features.matrix import build_matrix
 
     store = ExampleStore.open(store_dir)
     heldout = heldout_sentences(store.n_sentences, 0.1)
@@ -168,7 +168,7 @@ def fit_and_score(kind: str, params: dict, X, y, X_held, y_held) -> tuple[dict, 
 def worker(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from training.train import select_rows
+    from training.api.train import select_rows
 
     kind, params = TRAINERS[args.worker]
     X, y, X_held, y_held = load_data(args.store, args.features[0], args.column)

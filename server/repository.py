@@ -12,8 +12,8 @@ in place and is recorded as FAILED (shown by GetModel, logged); it is retried on
 the file changes. A name's schema (Moses type, classes, directions, outputs) is fixed
 while any version of it is served: a version with another schema is refused.
 
-This module must not read weight files or compute features itself: `training.model`
-and `training.request` do that. It knows nothing of gRPC.
+This module must not read weight files or compute features itself: `training.modelfile.model`
+and `training.modelfile.request` do that. It knows nothing of gRPC.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from training.errors import InputError
-from training.model import LoadedModel, load_model
-from training.mosestype import MosesType
-from training.request import batch_from_request_arrays
+from training.modelfile.model import LoadedModel, load_model
+from training.moses.types import MosesType
+from training.modelfile.request import batch_from_request_arrays
 
 from server.logs import log_event
 

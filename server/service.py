@@ -5,7 +5,7 @@ result cache before anything else is done with it, packed repeated fields become
 arrays without a per-element Python loop, and the probabilities are appended to the
 response as one packed-float field built from the array's bytes (protobuf allows a
 message's fields to be concatenated). Feature extraction and scoring are
-`training.request.batch_from_request_arrays` and `LoadedModel.predict_proba`; this module
+`training.modelfile.request.batch_from_request_arrays` and `LoadedModel.predict_proba`; this module
 adds status codes, limits, the cache and metrics, and must not compute features itself.
 
 Every handler runs inside `_guarded`: whatever goes wrong in one call becomes a status
@@ -24,7 +24,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from training.errors import InputError
-from training.request import batch_from_request_arrays
+from training.modelfile.request import batch_from_request_arrays
 
 from server.api import SERVICE_NAME, pb
 from server.cache import ResultCache

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.pagecache import file_mapped, release, will_need
+from training.families.solvers.pagecache import file_mapped, release, will_need
 
 
 def _rss_file() -> int:

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.align import read_parallel, run_eflomal
+from training.corpus.align import read_parallel, run_eflomal
 from training.cli import main
-from training.pharaoh import parse_links
-from training.symmetrize import symmetrize
+from training.corpus.pharaoh import parse_links
+from training.corpus.symmetrize import symmetrize
 
 N_PAIRS = 300
 MIN_F1 = 0.40

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from training.errors import InputError
-from training.pharaoh import format_links, parse_links
+from training.corpus.pharaoh import format_links, parse_links
 
 
 @settings(max_examples=200, deadline=None)

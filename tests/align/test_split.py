@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from training.errors import InputError
-from training.split import heldout_sentences
+from training.eval.split import heldout_sentences
 
 
 def test_last_tenth_of_the_ja_en_corpus():

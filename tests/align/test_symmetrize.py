@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from training.errors import InputError
-from training.symmetrize import METHODS, symmetrize
+from training.corpus.symmetrize import METHODS, symmetrize
 
 SIDES = [(-1, 0), (0, -1), (1, 0), (0, 1)]
 DIAGONALS = [(-1, -1), (-1, 1), (1, -1), (1, 1)]

@@ -4,7 +4,7 @@ A model repository with two versions of one hier-msd-bidirectional-fe model, bot
 trained by our trainer (`moses-reorder extract` + `moses-reorder train`, maxent over S7,
 on the first TRAIN_LINES of ja-en train; version 2 with a stronger prior, so its scores
 differ), real sentences of ja-en as ScoreRequest JSON lines, the probabilities Python
-computes for them with training.model.load_model(...).predict_proba (one file per
+computes for them with training.modelfile.model.load_model(...).predict_proba (one file per
 version), and the command line that starts the real server (`moses-reorder serve`).
 Requests and expected scores are made as the server's own tests make them (serverkit),
 so both suites pin the same contract. This module must not start servers or build C++.

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from training import metrics
-from training.report import confusion_table
+from training.eval import metrics
+from training.eval.report import confusion_table
 
 # Six examples, three classes (mono, swap, disc). Predictions (argmax) are
 # mono, swap, swap, disc, mono, disc: right on examples 0, 2, 3, 5.

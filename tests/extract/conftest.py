@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from training.corpus import Corpus, read_corpus
+from training.corpus.reading import Corpus, read_corpus
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import GOLDEN
 from tests.extract.conftest import golden_lines, sorted_lines
 from training.commands.extract import build_store
-from training.extract import parse_models
+from training.moses.extract import parse_models
 
 GOLDEN_O = sorted(GOLDEN.glob("extract.o.*.sorted.gz"))
 
@@ -54,7 +54,7 @@ def test_wbe_with_hier_writes_only_the_wbe_pair(corpus_2k, tmp_path):
     build_store(corpus_2k, parse_models(["hier-msd", "wbe-msd"]), store, moses_format=True, progress=False)
     ours = sorted_lines((store / "extract.o").read_bytes())
     assert ours == golden_lines(GOLDEN / "extract.o.wbe-msd.sorted.gz")
-    from training.store import ExampleStore
+    from training.store.examples import ExampleStore
 
     assert list(ExampleStore.open(store).label_columns) == [
         "hier-msd/prev", "hier-msd/next", "wbe-msd/prev", "wbe-msd/next"]

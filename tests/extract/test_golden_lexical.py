@@ -15,10 +15,10 @@ import pytest
 
 from tests.conftest import GOLDEN
 from training.commands.extract import build_store
-from training.extract import parse_models
-from training.lexical import build_table, count_pairs, pair_keys, probabilities
-from training.mosestype import MosesType
-from training.store import ExampleStore
+from training.moses.extract import parse_models
+from training.moses.table import build_table, count_pairs, pair_keys, probabilities
+from training.moses.types import MosesType
+from training.store.examples import ExampleStore
 
 GOLDEN_RT = sorted(GOLDEN.glob("rt.*.gz"))
 ALL_MODELS = ["wbe-msd", "wbe-mslr", "wbe-mono", "phrase-msd", "phrase-mslr", "hier-msd", "hier-mslr"]
@@ -72,7 +72,7 @@ def test_f_table_is_keyed_by_source_phrase(store_all, tmp_path):
 def test_a_request_finds_its_training_pair(store_all, slice_2k):
     """A scoring request built from plain strings (the server's path) keys its phrase pairs
     exactly as the table's counts are keyed, for fe and for f types."""
-    from training.request import batch_from_strings
+    from training.modelfile.request import batch_from_strings
 
     src_lines = slice_2k["src"].read_text(encoding="utf-8").split("\n")
     tgt_lines = slice_2k["tgt"].read_text(encoding="utf-8").split("\n")

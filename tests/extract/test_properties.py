@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.extract.reference import extract_reference
-from training.corpus import Corpus
-from training.extract import extract_sentences, parse_models
+from training.corpus.reading import Corpus
+from training.moses.extract import extract_sentences, parse_models
 
 MODEL_SETS = [
     ["wbe-msd", "wbe-mslr", "wbe-mono", "phrase-msd", "phrase-mono", "hier-msd", "hier-mono"],

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import GOLDEN
 from training.cli import main
-from training.hashing import hash_tokens
-from training.store import ExampleStore
+from training.features.hashing import hash_tokens
+from training.store.examples import ExampleStore
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_store_json_is_plain_json(small_chunks):
 
 def test_threads_give_the_same_store(corpus_2k, tmp_path):
     from training.commands.extract import build_store
-    from training.extract import parse_models
+    from training.moses.extract import parse_models
 
     models = parse_models(["phrase-mslr", "hier-mslr"])
     stores = []

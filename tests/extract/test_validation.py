@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from training.cli import main
-from training.corpus import read_corpus
+from training.corpus.reading import read_corpus
 from training.errors import InputError
-from training.store import StoreWriter
+from training.store.examples import StoreWriter
 
 GOOD = {"src": "a b c\nd e\n", "tgt": "x y\nz\n", "align": "0-0 2-1\n0-0 1-0\n"}
 
@@ -108,7 +108,7 @@ def test_help(command, capsys):
 
 def test_odd_tokens_survive_the_store(tmp_path):
     """Tokens holding '\\r', U+2028, U+0085 or U+3000 come back from vocab files unchanged."""
-    from training.store import ExampleStore
+    from training.store.examples import ExampleStore
 
     files = write(tmp_path, src="a\r b\u2028 c\x85\n\u3000d e\n", tgt="x y\nz\n", align="0-0 2-1\n0-0 1-0\n")
     out = tmp_path / "store"

@@ -15,9 +15,9 @@ import scipy.sparse as sp
 from corpus_slice import write_corpus_slice
 
 from training.cli import main as cli_main
-from training.featurespec import FeatureSpec
-from training.features import extract_keys
-from training.store import ExampleStore
+from training.features.spec import FeatureSpec
+from training.features.templates import extract_keys
+from training.store.examples import ExampleStore
 
 SENTENCES = 200
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from training.cli import main as cli_main
-from training.features import pair_keys
-from training.model import load_model
-from training.store import ExampleStore
-from training.train import SentenceSplit
-from training.vocab import build_matrix
+from training.features.templates import pair_keys
+from training.modelfile.model import load_model
+from training.store.examples import ExampleStore
+from training.api.train import SentenceSplit
+from training.features.matrix import build_matrix
 
 TYPE = "wbe-msd-backward-fe"
 

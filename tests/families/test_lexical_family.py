@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from training.cli import main as cli_main
-from training.features import pair_keys
-from training.model import load_model
-from training.split import heldout_sentences
-from training.store import ExampleStore
+from training.features.templates import pair_keys
+from training.modelfile.model import load_model
+from training.eval.split import heldout_sentences
+from training.store.examples import ExampleStore
 
 TYPE = "wbe-msd-bidirectional-fe"
 

@@ -15,10 +15,10 @@ from training.families.naive_bayes import (
     MultinomialNBMap,
     dirichlet_log_likelihood,
 )
-from training.model import load_model
-from training.store import ExampleStore
-from training.train import SentenceSplit
-from training.vocab import build_matrix
+from training.modelfile.model import load_model
+from training.store.examples import ExampleStore
+from training.api.train import SentenceSplit
+from training.features.matrix import build_matrix
 
 K = 3
 

@@ -9,11 +9,11 @@ import pytest
 
 from training.cli import main as cli_main
 from training.errors import InputError
-from training.model import load_model
-from training.selection import Selection, feature_nmi
-from training.store import ExampleStore
-from training.train import SentenceSplit
-from training.vocab import build_matrix
+from training.modelfile.model import load_model
+from training.features.selection import Selection, feature_nmi
+from training.store.examples import ExampleStore
+from training.api.train import SentenceSplit
+from training.features.matrix import build_matrix
 
 K = 3
 

@@ -6,7 +6,7 @@ import numba as nb
 import numpy as np
 import pytest
 
-from training.families.prefetch import prefetch
+from training.families.solvers.prefetch import prefetch
 
 
 @nb.njit(cache=False)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from liblinear.liblinearutil import parameter, predict, problem, train
-from training.families import shrinking
+from training.families.solvers import shrinking
 from training.families.svm import MulticlassSVM, _sub_problem
 
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from training.cli import main as cli_main
-from training.model import load_model
-from training.mosestype import MosesType
-from training.store import ExampleStore
-from training.train import SentenceSplit
-from training.vocab import build_matrix
-from training.weightfile import read_weight_file
+from training.modelfile.model import load_model
+from training.moses.types import MosesType
+from training.store.examples import ExampleStore
+from training.api.train import SentenceSplit
+from training.features.matrix import build_matrix
+from training.modelfile.container import read_weight_file
 
 TYPE = "hier-msd-bidirectional-fe"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from training.cli import main as cli_main
-from training.store import ExampleStore
+from training.store.examples import ExampleStore
 
 @pytest.fixture(scope="session")
 def store_2k(slice_2k, tmp_path_factory) -> ExampleStore:

@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 
-from training import hashing
+from training.features import hashing
 
 
 def test_fnv1a64_known_vectors():
@@ -29,7 +29,7 @@ def test_combine_finalize_pinned():
 
 
 def test_same_value_in_a_fresh_process():
-    code = "from training import hashing; print(int(hashing.hash_string('私')))"
+    code = "from training.features import hashing; print(int(hashing.hash_string('私')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(out.stdout) == int(hashing.hash_string("私"))
 

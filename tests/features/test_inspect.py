@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from training.cli import main as cli_main
-from training.model import write_model
+from training.modelfile.model import write_model
 
 
 def make(path, float16=False):

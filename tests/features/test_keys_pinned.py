@@ -1,7 +1,7 @@
 """Feature keys are pinned: the same integers in a fresh process, today and in every release.
 
 If this test fails, the key scheme changed and every weight file ever written is
-invalid: bump training.hashing.HASH_SCHEME instead of updating the numbers.
+invalid: bump training.features.hashing.HASH_SCHEME instead of updating the numbers.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 
 CODE = """
 import json
-from training.request import batch_from_strings
-from training.features import extract_keys
-from training.featurespec import FeatureSpec
+from training.modelfile.request import batch_from_strings
+from training.features.templates import extract_keys
+from training.features.spec import FeatureSpec
 src = '彼 は 昨日 東京 へ 行っ た'.split()
 batch = batch_from_strings(src, [(3, 5, ['to', 'tokyo'], [(0, 1), (1, 0)])])
 print(json.dumps({s: extract_keys(batch, FeatureSpec.parse(s))[1].tolist() for s in ('S7', 'S6', 'pair')}))

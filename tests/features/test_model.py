@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from training.errors import ModelFileError
-from training.features import extract_keys
-from training.featurespec import FeatureSpec
-from training.links import LINKS
-from training.model import load_model, write_model
-from training.request import batch_from_strings
-from training.weightfile import read_weight_file, write_weight_file
+from training.features.templates import extract_keys
+from training.features.spec import FeatureSpec
+from training.modelfile.links import LINKS
+from training.modelfile.model import load_model, write_model
+from training.modelfile.request import batch_from_strings
+from training.modelfile.container import read_weight_file, write_weight_file
 
 SOURCE = "彼 は 昨日 東京 へ 行っ た".split()
 PAIRS = [

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from training.errors import InputError
-from training.hashing import hash_tokens
-from training.request import batch_from_request_arrays, request_arrays
+from training.features.hashing import hash_tokens
+from training.modelfile.request import batch_from_request_arrays, request_arrays
 
 SOURCE = ["私", "は", "学生", "です"]
 PAIRS = [(0, 1, ["i"], [(0, 0)]), (2, 4, ["am", "a", "student"], [(0, 2), (1, 0)])]

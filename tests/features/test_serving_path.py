@@ -4,7 +4,7 @@ Training path: the example store (made by `moses-reorder extract` from the first
 lines of ja-en train; dev has no alignments) yields PairBatches chunk by chunk.
 Serving path: for every sentence, the ScoreRequest arrays are built from the raw text
 lines (strings, as the Moses client sends them) and validated into a PairBatch by
-training.request. Both go through extract_keys; every pair's keys must be identical.
+training.modelfile.request. Both go through extract_keys; every pair's keys must be identical.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from training.features import extract_keys
-from training.featurespec import FeatureSpec
-from training.request import batch_from_request_arrays, request_arrays
+from training.features.templates import extract_keys
+from training.features.spec import FeatureSpec
+from training.modelfile.request import batch_from_request_arrays, request_arrays
 
 
 def serving_keys(files, store, spec):

@@ -32,9 +32,9 @@ import itertools
 import numpy as np
 import pytest
 
-from training.features import extract_keys
-from training.featurespec import NAMED_SPECS, FeatureSpec
-from training.request import batch_from_strings
+from training.features.templates import extract_keys
+from training.features.spec import NAMED_SPECS, FeatureSpec
+from training.modelfile.request import batch_from_strings
 
 from feature_key_reference import anova2, combine, finalize, fnv, key, tag
 

@@ -15,9 +15,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training.features import extract_keys, pair_keys
-from training.featurespec import FeatureSpec
-from training.request import batch_from_strings
+from training.features.templates import extract_keys, pair_keys
+from training.features.spec import FeatureSpec
+from training.modelfile.request import batch_from_strings
 
 from feature_key_reference import anova2, combine, finalize, fnv, key, tag
 

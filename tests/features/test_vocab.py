@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from training.cli import main as cli_main
-from training.features import extract_keys
-from training.featurespec import FeatureSpec
-from training.vocab import FeatureVocab, _NpyAppender, build_matrix
+from training.features.templates import extract_keys
+from training.features.spec import FeatureSpec
+from training.features.matrix import FeatureVocab, _NpyAppender, build_matrix
 
 
 def all_keys(store, spec, sentence_mask=None):
@@ -131,7 +131,7 @@ def test_small_sets_build(store_2k, name):
 
 
 def test_cli_heldout_counts_without_the_heldout_tail(store_2k):
-    from training.split import heldout_sentences
+    from training.eval.split import heldout_sentences
 
     assert cli_main(["features", "--store", str(store_2k.path), "--features", "S3", "--threshold", "4",
                      "--heldout", "0.25", "--quiet"]) == 0

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from training.errors import ModelFileError
-from training.weightfile import FORMAT_VERSION, INCOMPLETE_MAGIC, MAGIC, read_weight_file, write_weight_file
+from training.modelfile.container import FORMAT_VERSION, INCOMPLETE_MAGIC, MAGIC, read_weight_file, write_weight_file
 
 
 def small_arrays(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -175,7 +175,7 @@ def crafted(header: dict, data: bytes = b"\0" * 64) -> bytes:
     """A file with a valid checksum around an arbitrary header: only the header checks can refuse it."""
     import hashlib
 
-    from training.weightfile import _PREAMBLE, _SANITY
+    from training.modelfile.container import _PREAMBLE, _SANITY
 
     raw_header = json.dumps(header).encode()
     data_offset = _PREAMBLE.size + len(raw_header)

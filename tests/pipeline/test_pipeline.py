@@ -11,9 +11,9 @@ import pytest
 from corpus_slice import write_corpus_slice
 
 from training.cli import main
-from training.model import load_model
-from training.pipeline import EMBEDDED_CORPUS, run_pipeline
-from training.store import ExampleStore
+from training.modelfile.model import load_model
+from training.api.pipeline import EMBEDDED_CORPUS, run_pipeline
+from training.store.examples import ExampleStore
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
 """Helpers for the server tests: real model files, a real server on a loopback port.
 
-Models are written with the real model writer (training.model.write_model) over real
-feature keys: the keys come from training.features.extract_keys on phrase pairs of the
+Models are written with the real model writer (training.modelfile.model.write_model) over real
+feature keys: the keys come from training.features.templates.extract_keys on phrase pairs of the
 first sentences of ja-en train (word pairs read off the real alignment), so a request
 built from ja-en sentences hits real rows. Requests are built with
-training.request.request_arrays, and expected scores come from loading the same file
-with training.model.load_model and scoring locally: the server must answer exactly that.
+training.modelfile.request.request_arrays, and expected scores come from loading the same file
+with training.modelfile.model.load_model and scoring locally: the server must answer exactly that.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import numpy as np
 
 from server.api import pb, pb_grpc
 from server.app import ScoringServer, ServeOptions
-from training.features import extract_keys
-from training.featurespec import FeatureSpec
-from training.model import load_model, write_model
-from training.request import batch_from_request_arrays, request_arrays
+from training.features.templates import extract_keys
+from training.features.spec import FeatureSpec
+from training.modelfile.model import load_model, write_model
+from training.modelfile.request import batch_from_request_arrays, request_arrays
 
 N_TRAIN = 300
 FEATURES = "S7"  # context size 1 + boundaries + alignments: several templates per pair
@@ -78,7 +78,7 @@ def keys_of(train_sentences: list[Sentence]) -> np.ndarray:
 def write_test_model(path: Path, keys: np.ndarray, *, moses_type: str = "hier-msd-bidirectional-fe",
                      seed: int = 0, family: str = "maxent") -> Path:
     """A model file over real feature keys with seeded weights (distinct per seed)."""
-    from training.mosestype import MosesType
+    from training.moses.types import MosesType
 
     n_out = len(MosesType.parse(moses_type).outputs)
     rng = np.random.default_rng(seed)

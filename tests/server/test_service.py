@@ -47,7 +47,7 @@ def test_score_answers_what_the_model_file_says(repo_root, corpus_keys, test_sen
 @pytest.mark.parametrize("moses_type", ["wbe-msd-backward-fe", "phrase-mslr-bidirectional-fe",
                                         "hier-monotonicity-forward-fe", "wbe-leftright-bidirectional-fe"])
 def test_every_moses_type_is_served_in_its_column_order(repo_root, corpus_keys, test_sentences, moses_type):
-    from training.mosestype import MosesType
+    from training.moses.types import MosesType
 
     path = write_test_model(model_path(repo_root, "m", 1), corpus_keys, moses_type=moses_type)
     with running_server(repo_root) as srv:

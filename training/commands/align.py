@@ -1,6 +1,6 @@
 """`moses-reorder align`: word-align tokenized text so `extract` can start from it.
 
-Only argument parsing and reporting live here; the work is training.align.
+Only argument parsing and reporting live here; the work is training.corpus.align.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import time
 
 from training.commands.argtypes import whole_number
-from training.symmetrize import METHODS
+from training.corpus.symmetrize import METHODS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.align import align_corpus
+    from training.corpus.align import align_corpus
 
     start = time.perf_counter()
     n_links = align_corpus(args.src, args.tgt, args.out, method=args.symmetrization,

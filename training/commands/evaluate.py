@@ -1,7 +1,7 @@
 """`moses-reorder eval MODEL --store DIR`: held-out accuracy, Tables 4-6 layout, log-loss, ECE.
 
-Argument parsing and output only; the numbers come from training.evaluate, the layout
-from training.report, the figures from training.plots.
+Argument parsing and output only; the numbers come from training.eval.evaluate, the layout
+from training.eval.report, the figures from training.eval.plots.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def _write_json(path: str, data: dict) -> None:
 
 def make_plots(report: dict, model, store: str, out_dir: str, bench: str | None) -> list[str]:
     """Every figure the model and the options allow; returns the written paths."""
-    from training import plots
-    from training.studies import selection_curve
+    from training.eval import plots
+    from training.eval.studies import selection_curve
 
     written = []
     out = Path(out_dir)
@@ -56,7 +56,7 @@ def make_plots(report: dict, model, store: str, out_dir: str, bench: str | None)
     histories = {d: info.get("history") or [] for d, info in directions.items()}
     histories = {d: h for d, h in histories.items() if len(h) > 1 and all("objective" in x for x in h)}
     if histories:  # the dual papers' Figure 1, drawn by the trainers' own plot
-        from training.historyplot import plot_history
+        from training.eval.historyplot import plot_history
 
         out.mkdir(parents=True, exist_ok=True)
         plot_history(histories, out / "active-set.png", title=f"{model.family} {model.moses_type}")
@@ -83,9 +83,9 @@ def make_plots(report: dict, model, store: str, out_dir: str, bench: str | None)
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.evaluate import evaluate
-    from training.model import load_model
-    from training.report import format_report
+    from training.eval.evaluate import evaluate
+    from training.modelfile.model import load_model
+    from training.eval.report import format_report
 
     model = load_model(args.model)
     report = evaluate(args.model, args.store, args.heldout_fraction, model=model)

@@ -3,7 +3,7 @@
 Extract (or reuse) an example store, then train and evaluate families x feature sets
 on the held-out split and print one Markdown table in the layout of the paper's
 Tables 5-6 (time, accuracy, P/R/F1 per class) plus log-loss, ECE and the seen/unseen
-slices. Argument parsing and output only; the work is training.studies.run_experiment.
+slices. Argument parsing and output only; the work is training.eval.studies.run_experiment.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ def _params(items: list[str]) -> dict[str, dict[str, object]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.mosestype import MosesType
-    from training.pipeline import CorpusFiles, ensure_store
-    from training.report import study_table
-    from training.studies import run_experiment
+    from training.moses.types import MosesType
+    from training.api.pipeline import CorpusFiles, ensure_store
+    from training.eval.report import study_table
+    from training.eval.studies import run_experiment
 
     mtype = MosesType.parse(args.moses_type)
     work = Path(args.work)

@@ -1,8 +1,8 @@
 """`moses-reorder extract`: aligned corpus -> example store (and optionally Moses's text files).
 
-Glue only: read and validate the corpus (training.corpus), run the extraction kernels
-block by block (training.extract), write chunks of whole sentences (training.store) and,
-with --moses-format, Moses's `extract` and `extract.o` text (training.mosesformat).
+Glue only: read and validate the corpus (training.corpus.reading), run the extraction kernels
+block by block (training.moses.extract), write chunks of whole sentences (training.store.examples) and,
+with --moses-format, Moses's `extract` and `extract.o` text (training.moses.text).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from tqdm import tqdm
 
 from training import __version__
 from training.commands.argtypes import whole_number
-from training.corpus import DEFAULT_MAX_SENTENCE_LENGTH, Corpus, read_corpus
-from training.extract import (DEFAULT_MAX_PHRASE_LENGTH, DEFAULT_MODELS, ExtractModel,
+from training.corpus.reading import DEFAULT_MAX_SENTENCE_LENGTH, Corpus, read_corpus
+from training.moses.extract import (DEFAULT_MAX_PHRASE_LENGTH, DEFAULT_MODELS, ExtractModel,
                               extract_sentences, model_table, parse_models)
-from training.mosesformat import MosesTextRenderer
-from training.store import StoreWriter
+from training.moses.text import MosesTextRenderer
+from training.store.examples import StoreWriter
 
 DEFAULT_CHUNK_EXAMPLES = 1_000_000
 
@@ -123,7 +123,7 @@ def build_store(corpus: Corpus, models: tuple[ExtractModel, ...], out: str | Pat
 def run(args: argparse.Namespace) -> int:
     models = parse_models(args.model or DEFAULT_MODELS)
     if args.moses_format:
-        from training.mosesformat import check_moses_expressible
+        from training.moses.text import check_moses_expressible
         check_moses_expressible(models)
     started = time.perf_counter()
     corpus = read_corpus(args.src, args.tgt, args.align, max_sentence_length=args.max_sentence_length)

@@ -10,9 +10,9 @@ import argparse
 import sys
 
 from training.commands.argtypes import fraction, whole_number
-from training.featurespec import FeatureSpec
-from training.store import ExampleStore
-from training.vocab import DEFAULT_THRESHOLD, build_matrix
+from training.features.spec import FeatureSpec
+from training.store.examples import ExampleStore
+from training.features.matrix import DEFAULT_THRESHOLD, build_matrix
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     spec = FeatureSpec.parse(args.features)
     mask = None
     if args.heldout:
-        from training.split import heldout_sentences
+        from training.eval.split import heldout_sentences
         mask = ~heldout_sentences(store.n_sentences, args.heldout)
     fm = build_matrix(store, spec, args.threshold, mask, cache=True, progress=not args.quiet)
     m = fm.meta

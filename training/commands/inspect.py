@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from training.model import load_model
+from training.modelfile.model import load_model
 
 
 def _size(n: int) -> str:

@@ -7,9 +7,9 @@ import sys
 import time
 
 from training.errors import InputError
-from training.lexical import DEFAULT_SMOOTHING, build_table
-from training.mosestype import MosesType
-from training.store import ExampleStore
+from training.moses.table import DEFAULT_SMOOTHING, build_table
+from training.moses.types import MosesType
+from training.store.examples import ExampleStore
 
 
 def _smoothing(text: str) -> float:

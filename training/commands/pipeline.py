@@ -1,6 +1,6 @@
 """`moses-reorder pipeline`: the main job, from an aligned corpus to served models.
 
-Argument parsing and output only; the work is training.pipeline.run_pipeline.
+Argument parsing and output only; the work is training.api.pipeline.run_pipeline.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 from training.commands.argtypes import fraction, whole_number
-from training.pipeline import EMBEDDED_CORPUS
+from training.api.pipeline import EMBEDDED_CORPUS
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.pipeline import run_pipeline
+    from training.api.pipeline import run_pipeline
 
     families = None if args.families is None else [f.strip() for f in args.families.split(",") if f.strip()]
     result = run_pipeline(Path(args.corpus), Path(args.out), src_lang=args.src_lang, tgt_lang=args.tgt_lang,

@@ -1,6 +1,6 @@
 """`moses-reorder train`: example store -> one weight file for one Moses type string.
 
-Argument parsing only; the work is training.train.train_model. Hyper-parameters go to
+Argument parsing only; the work is training.api.train.train_model. Hyper-parameters go to
 the family by name: --C, --eps, --max-passes, and any other as --param NAME=VALUE.
 """
 
@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.train import DEFAULT_THRESHOLD, train_model
+    from training.api.train import DEFAULT_THRESHOLD, train_model
 
     given = {name: value for name, value in (("C", args.C), ("eps", args.eps),
                                              ("max_passes", args.max_passes)) if value is not None}

@@ -29,9 +29,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from training.families.base import ReorderingClassifier
-from training.families.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
-from training.families.shrinking import run_shrinking
-from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot
+from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
+from training.families.solvers.shrinking import run_shrinking
+from training.families.solvers.sparse import check_Xy, decision_scores, row_axpy, row_dot
 
 
 _LOG_TINY = np.log(1e-300)  # alpha never reaches 0: eq. 9 is undefined there

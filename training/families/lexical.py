@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.naive_bayes import LOG_FLOOR, class_feature_counts, log_prior
-from training.lexical import DEFAULT_SMOOTHING, probabilities
+from training.moses.table import DEFAULT_SMOOTHING, probabilities
 
 
 class LexicalTable(ReorderingClassifier):

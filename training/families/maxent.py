@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
-from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot
+from training.families.solvers.sparse import check_Xy, decision_scores, row_axpy, row_dot
 
 SOLVERS = ("lbfgs", "owlqn", "sgd")
 

@@ -33,7 +33,7 @@ from scipy.special import gammaln
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
-from training.families.calibration import fit_temperature
+from training.families.solvers.calibration import fit_temperature
 
 # A class never seen in training gets this log prior instead of -inf (Moses floors
 # log-probabilities at -100 the same way), so the softmax never sees an all -inf row.

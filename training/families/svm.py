@@ -48,10 +48,10 @@ import scipy.sparse as sp
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
-from training.families.calibration import fit_temperature
-from training.families.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
-from training.families.shrinking import run_shrinking
-from training.families.sparse import check_Xy, decision_scores, row_axpy, row_dot
+from training.families.solvers.calibration import fit_temperature
+from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
+from training.families.solvers.shrinking import run_shrinking
+from training.families.solvers.sparse import check_Xy, decision_scores, row_axpy, row_dot
 
 
 SHRINKING = ("bound", "paper")

@@ -27,11 +27,11 @@ import scipy.sparse as sp
 
 from training import __version__
 from training.atomic import fsync_directory
-from training.batch import PairBatch
+from training.features.batch import PairBatch
 from training.errors import InputError
-from training.features import extract_keys
-from training.featurespec import FeatureSpec
-from training.keytable import KeyCounter, KeyIndex, find_row
+from training.features.templates import extract_keys
+from training.features.spec import FeatureSpec
+from training.features.keytable import KeyCounter, KeyIndex, find_row
 
 DEFAULT_THRESHOLD = 10
 # Pairs per extraction call: bounds the key buffer (S15 can reach ~1,500 keys for one pair).

@@ -20,7 +20,7 @@ import numba as nb
 import numpy as np
 
 if TYPE_CHECKING:
-    from training.model import LoadedModel
+    from training.modelfile.model import LoadedModel
 
 LinkFunction = Callable[["LoadedModel", np.ndarray, np.ndarray], np.ndarray]
 LINKS: dict[str, LinkFunction] = {}

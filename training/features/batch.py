@@ -17,7 +17,7 @@ import numpy as np
 class PairBatch:
     """Phrase pairs with exactly what a reordering feature may look at.
 
-    Tokens are stable 64-bit hashes (`training.hashing`), never strings or corpus ids,
+    Tokens are stable 64-bit hashes (`training.features.hashing`), never strings or corpus ids,
     so a batch built from a request and one built from the store are interchangeable.
     Spans are sentence-relative, start inclusive, end exclusive. Alignment points are
     phrase-relative (source index within the source phrase, target index within the

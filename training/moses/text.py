@@ -24,8 +24,8 @@ import numba as nb
 import numpy as np
 
 from training.errors import InputError
-from training.extract import ExtractModel
-from training.hashing import encode_tokens
+from training.moses.extract import ExtractModel
+from training.features.hashing import encode_tokens
 
 
 def check_moses_expressible(models: tuple[ExtractModel, ...]) -> None:
@@ -160,7 +160,7 @@ _NO_ORDER = np.zeros(0, dtype=np.int64)
 class MosesTextRenderer:
     """Renders Moses text lines for rows (sentence, src span, tgt span) of one corpus.
 
-    `corpus` is a training.corpus.Corpus (at extraction) or a store's corpus view.
+    `corpus` is a training.corpus.reading.Corpus (at extraction) or a store's corpus view.
     """
 
     def __init__(self, corpus, models: tuple[ExtractModel, ...] = ()):

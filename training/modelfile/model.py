@@ -22,15 +22,15 @@ import numba as nb
 import numpy as np
 
 from training import __version__
-from training.batch import PairBatch
+from training.features.batch import PairBatch
 from training.errors import MosesReorderError, ModelFileError
-from training.features import extract_keys
-from training.featurespec import FeatureSpec
-from training.hashing import HASH_SCHEME
-from training.keytable import KeyIndex, find_row
-from training.links import LINKS
-from training.mosestype import MosesType
-from training.weightfile import read_weight_file, write_weight_file
+from training.features.templates import extract_keys
+from training.features.spec import FeatureSpec
+from training.features.hashing import HASH_SCHEME
+from training.features.keytable import KeyIndex, find_row
+from training.modelfile.links import LINKS
+from training.moses.types import MosesType
+from training.modelfile.container import read_weight_file, write_weight_file
 
 MODEL_FORMAT = "moses-reorder-model"
 # Every model file's metadata has these; write_model fills them.
@@ -234,6 +234,6 @@ def load_model(path: str | os.PathLike, warm_up: bool = True) -> LoadedModel:
         directions=mtype.directions, outputs=mtype.outputs, family=meta["family"], link_name=meta["link"],
         format_version=wf.format_version, file_size=wf.file_size, sha256=wf.sha256, _index=KeyIndex(keys))
     if warm_up:
-        from training.request import batch_from_strings
+        from training.modelfile.request import batch_from_strings
         model.predict_proba(batch_from_strings(["a", "b"], [(0, 1, ["x"], [(0, 0)])]))
     return model

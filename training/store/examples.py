@@ -11,7 +11,7 @@ Every array is opened with `np.load(mmap_mode="r")`, and chunks hold whole sente
 so 10^8 examples stream chunk by chunk without being loaded at once and a held-out
 split by sentence never cuts a chunk's sentence in two. A store is built in a temporary
 sibling directory and renamed into place at the end, so a failed run leaves nothing.
-This module stores and serves examples; it must not decide labels (training.extract
+This module stores and serves examples; it must not decide labels (training.moses.extract
 does) or compute features (the features modules do, from the PairBatch it yields).
 """
 
@@ -30,9 +30,9 @@ import numba as nb
 import numpy as np
 
 from training.atomic import fsync_directory
-from training.batch import PairBatch
+from training.features.batch import PairBatch
 from training.errors import InputError
-from training.hashing import hash_tokens
+from training.features.hashing import hash_tokens
 
 FORMAT = "moses-reorder-store"
 VERSION = 1
@@ -94,7 +94,7 @@ class StoreWriter:
             _save(sentences / f"{name}.npy", getattr(corpus, name))
 
     def add_chunk(self, rows: np.ndarray, labels: np.ndarray) -> None:
-        """rows = (sentence, src_start, src_end, tgt_start, tgt_end) as from training.extract."""
+        """rows = (sentence, src_start, src_end, tgt_start, tgt_end) as from training.moses.extract."""
         name = f"chunk-{len(self.chunks):05d}"
         directory = self.tmp / name
         directory.mkdir()
@@ -263,8 +263,8 @@ class ExampleStore:
         return self._load(chunk["name"], f"{name}.npy")
 
     def corpus_view(self):
-        """The store's sentences as a training.corpus.Corpus (memory-mapped arrays)."""
-        from training.corpus import Corpus
+        """The store's sentences as a training.corpus.reading.Corpus (memory-mapped arrays)."""
+        from training.corpus.reading import Corpus
 
         s = self.sentences
         return Corpus(self.src_vocab, self.tgt_vocab, s["src_ids"], s["src_offsets"], s["tgt_ids"],

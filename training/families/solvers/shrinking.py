@@ -42,7 +42,7 @@ import numba as nb
 import numpy as np
 from tqdm.auto import tqdm
 
-from training.pagecache import release, will_need
+from training.families.solvers.pagecache import release, will_need
 
 CHUNK_NNZ = 1 << 21  # stored entries per chunk of a full pass: 8 MiB of int32 column indices
 BLOCK_LOG2 = 10  # rows join chunks in blocks of 1,024 consecutive rows

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from training.errors import InputError
 
-EMBEDDED_CORPUS = Path(__file__).resolve().parent / "data" / "tanaka-3k"
+EMBEDDED_CORPUS = Path(__file__).resolve().parents[1] / "data" / "tanaka-3k"
 MODEL_FILE = "model.mrw"
 
 
@@ -44,9 +44,9 @@ def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_ph
                  log: Callable[[str], None]) -> None:
     """Build the store, or reuse it if it holds this corpus, these settings and the labels."""
     from training.commands.extract import build_store
-    from training.corpus import read_corpus
-    from training.extract import parse_models
-    from training.store import ExampleStore
+    from training.corpus.reading import read_corpus
+    from training.moses.extract import parse_models
+    from training.store.examples import ExampleStore
 
     corpus = read_corpus(files.src, files.tgt, files.align)
     if (store_dir / "store.json").is_file():
@@ -93,11 +93,11 @@ def run_pipeline(corpus: Path, out: Path, *, src_lang: str = "ja", tgt_lang: str
                  log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run every stage; returns the rows of the evaluation table and where things went."""
     from training.families import FAMILIES
-    from training.lexical import build_table
-    from training.mosestype import MosesType
-    from training.report import study_table
-    from training.store import ExampleStore
-    from training.studies import run_experiment
+    from training.moses.table import build_table
+    from training.moses.types import MosesType
+    from training.eval.report import study_table
+    from training.store.examples import ExampleStore
+    from training.eval.studies import run_experiment
 
     mtype = MosesType.parse(moses_type)
     families = list(FAMILIES) if families is None else families

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from training.plots import plt, save_png
+from training.eval.plots import plt, save_png
 
 
 def plot_history(histories: Mapping[str, Sequence[Mapping]], path: str | os.PathLike,

@@ -31,13 +31,13 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from training import features
+from training.features import templates as features
 from training.atomic import atomic_writer
-from training.batch import PairBatch
+from training.features.batch import PairBatch
 from training.errors import InputError
-from training.hashing import combine, finalize, hash_string
-from training.mosesformat import MosesTextRenderer, unique_rows
-from training.mosestype import STORE_DIRECTION, MosesType, type_labels
+from training.features.hashing import combine, finalize, hash_string
+from training.moses.text import MosesTextRenderer, unique_rows
+from training.moses.types import STORE_DIRECTION, MosesType, type_labels
 
 DEFAULT_SMOOTHING = 0.5
 # Source-phrase keys (f tables) live apart from feature keys.

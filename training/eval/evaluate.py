@@ -21,13 +21,13 @@ import numpy as np
 
 from training import __version__
 from training.errors import InputError
-from training.features import pair_keys
-from training.lexical import type_class_labels
-from training.metrics import classification_summary
-from training.model import LoadedModel, load_model
-from training.mosestype import MosesType
-from training.split import heldout_sentences
-from training.store import ExampleStore
+from training.features.templates import pair_keys
+from training.moses.table import type_class_labels
+from training.eval.metrics import classification_summary
+from training.modelfile.model import LoadedModel, load_model
+from training.moses.types import MosesType
+from training.eval.split import heldout_sentences
+from training.store.examples import ExampleStore
 
 
 def model_heldout_fraction(model: LoadedModel, default: float = 0.1) -> float:

@@ -4,7 +4,7 @@ This is how a user who has only tokenized text gets the Pharaoh alignment that
 `extract` needs. It validates the text once (the same line and token rules extract
 relies on), runs eflomal (an optional dependency: `pip install 'moses-reorder[align]'`)
 in one call that produces both directional alignments, and combines them with
-training.symmetrize. It must not tokenize, lowercase or otherwise change the text:
+training.corpus.symmetrize. It must not tokenize, lowercase or otherwise change the text:
 the alignment indices refer to the user's tokens, split on spaces and tabs.
 """
 
@@ -22,8 +22,8 @@ import numpy as np
 
 from training.atomic import write_bytes_atomic
 from training.errors import InputError, MosesReorderError
-from training.pharaoh import format_links, parse_links
-from training.symmetrize import symmetrize
+from training.corpus.pharaoh import format_links, parse_links
+from training.corpus.symmetrize import symmetrize
 
 # eflomal (2.0) silently writes a sentence of 1024 or more tokens as an empty one, which
 # would come out unaligned: refuse such input instead.

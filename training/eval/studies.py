@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 
 from training.errors import InputError
-from training.evaluate import evaluate
+from training.eval.evaluate import evaluate
 from training.families import FAMILIES
-from training.featurespec import FeatureSpec
-from training.mosestype import MosesType
-from training.selection import Selection, feature_nmi
-from training.store import ExampleStore
-from training.train import SentenceSplit, own_features, select_rows, train_model
-from training.vocab import DEFAULT_THRESHOLD, build_matrix
+from training.features.spec import FeatureSpec
+from training.moses.types import MosesType
+from training.features.selection import Selection, feature_nmi
+from training.store.examples import ExampleStore
+from training.api.train import SentenceSplit, own_features, select_rows, train_model
+from training.features.matrix import DEFAULT_THRESHOLD, build_matrix
 
 DEFAULT_FRACTIONS = (1.0, 0.75, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02)
 
@@ -47,7 +47,7 @@ def selection_curve(store_dir: str | os.PathLike, features: str, moses_type: str
     matrix = build_matrix(store, FeatureSpec.parse(features), threshold, split.fit)
     sentence = store.sentence_of_examples()
     fit_rows, test_rows = np.flatnonzero(split.fit[sentence]), np.flatnonzero(split.heldout[sentence])
-    from training.lexical import type_class_labels
+    from training.moses.table import type_class_labels
 
     y = type_class_labels(store, mtype, mtype.directions[0]).astype(np.int64)
     X_fit, X_test = select_rows(matrix.X, fit_rows), select_rows(matrix.X, test_rows)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.errors import InputError
-from training.hashing import hash_string
+from training.features.hashing import hash_string
 
 TEMPLATES = ("words", "boundaries", "alignments", "pair", "source")
 ANOVA_DEGREES = ("1", "2", "le2")

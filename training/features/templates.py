@@ -22,8 +22,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from training.batch import PairBatch
-from training.featurespec import (
+from training.features.batch import PairBatch
+from training.features.spec import (
     TAG_ALIGN,
     TAG_ANOVA2,
     TAG_BOS,
@@ -41,7 +41,7 @@ from training.featurespec import (
     FeatureSpec,
     template_tags,
 )
-from training.hashing import combine, finalize
+from training.features.hashing import combine, finalize
 
 __all__ = ["extract_keys", "pair_keys", "FeatureSpec"]
 

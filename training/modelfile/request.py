@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import numba as nb
 import numpy as np
 
-from training.batch import PairBatch
+from training.features.batch import PairBatch
 from training.errors import InputError
-from training.hashing import hash_token_blob
+from training.features.hashing import hash_token_blob
 
 # Alignment points are stored as int16 phrase-relative indices.
 MAX_PHRASE_LENGTH = int(np.iinfo(np.int16).max)

@@ -3,7 +3,7 @@
 The steps are the same for every family, so nothing here branches on it: resolve the
 type (one classifier per direction, backward first), split sentences (held-out tail
 for `eval`, then a calibration tail of the training part), build the feature matrix
-(training.vocab.build_matrix, vocabulary counted on the fit sentences only), fit and
+(training.features.matrix.build_matrix, vocabulary counted on the fit sentences only), fit and
 calibrate one classifier per direction, and write the weight file with everything that
 reproduces it. The family is looked up in FAMILIES and receives hyper-parameters; this
 module must not know any family's internals, and families must not know about stores.
@@ -24,13 +24,13 @@ import scipy.sparse as sp
 from training import __version__
 from training.errors import InputError
 from training.families import FAMILIES
-from training.families.calibration import log_loss
-from training.featurespec import FeatureSpec
-from training.model import write_model
-from training.mosestype import MosesType, type_labels
-from training.split import heldout_sentences
-from training.store import ExampleStore
-from training.vocab import DEFAULT_THRESHOLD, build_matrix
+from training.families.solvers.calibration import log_loss
+from training.features.spec import FeatureSpec
+from training.modelfile.model import write_model
+from training.moses.types import MosesType, type_labels
+from training.eval.split import heldout_sentences
+from training.store.examples import ExampleStore
+from training.features.matrix import DEFAULT_THRESHOLD, build_matrix
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class SentenceSplit:
 
     @classmethod
     def make(cls, n_sentences: int, heldout_fraction: float, calibration_fraction: float) -> "SentenceSplit":
-        """Held-out = the last `heldout_fraction` (training.split); calibration = the last
+        """Held-out = the last `heldout_fraction` (training.eval.split); calibration = the last
         `calibration_fraction` of what remains; fit = the rest."""
         if not 0.0 <= calibration_fraction < 1.0:
             raise InputError(f"--calibration-fraction must be in [0, 1), got {calibration_fraction}")
@@ -205,7 +205,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     X_fit, X_cal = select_rows(matrix.X, fit_rows), select_rows(matrix.X, cal_rows)
     keys, selection_meta = matrix.keys, None
     if select_nmi is not None:  # Bayesian paper section 5: keep features by NMI with the class
-        from training.selection import Selection, select_columns
+        from training.features.selection import Selection, select_columns
 
         rule = Selection.parse(select_nmi)
         fit_labels = [take_rows(type_labels(store.load_labels(c), mtype.orientation).astype(np.int64), fit_rows)
@@ -219,7 +219,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
 
     fit_kwargs: dict[str, Any] = {}
     if getattr(FAMILIES[family], "needs_pair_columns", False):  # the hybrid: which keys are pairs
-        from training.features import pair_keys
+        from training.features.templates import pair_keys
 
         seen = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(split.fit)]
         fit_kwargs["pair_columns"] = np.isin(keys, np.concatenate(seen))
@@ -280,7 +280,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
                 training_seconds=time.perf_counter() - start, extras=arrays or None, float16=float16,
                 metadata=_jsonable(metadata))
     if plot is not None:  # after the model is safe: a plot must not cost the training
-        from training.historyplot import plot_history
+        from training.eval.historyplot import plot_history
 
         plot_history({d: info["history"] for d, info in directions_meta.items()}, plot,
                      title=f"{family} {mtype} {spec.name}")

@@ -23,7 +23,7 @@ import numba as nb
 import numpy as np
 
 from training.errors import InputError
-from training.mosestype import EXTRACT_CLASSES
+from training.moses.types import EXTRACT_CLASSES
 
 KIND_CODES = {"wbe": 0, "phrase": 1, "hier": 2}
 ORIENT_CODES = {"msd": 0, "mslr": 1, "mono": 2}
@@ -32,7 +32,7 @@ _MSD, _MSLR, _MONO = 0, 1, 2
 
 # Moses's REO_POS, in our own numbering: LEFT (mono), RIGHT (swap), DLEFT, DRIGHT, UNKNOWN.
 MONO, SWAP, DLEFT, DRIGHT, UNKNOWN = 0, 1, 2, 3, 4
-# REO_POS -> store label (training.mosestype.EXTRACT_CLASSES coding), per orientation set.
+# REO_POS -> store label (training.moses.types.EXTRACT_CLASSES coding), per orientation set.
 # QUIRK (getOrientString): UNKNOWN is written "other" for msd, "nomono" for mono and
 # "dright" for mslr, so an undecidable mslr case counts as discontinuous-right.
 _LABEL_OF = np.array([
@@ -368,7 +368,7 @@ def extract_block(src_offsets, tgt_offsets, align, align_offsets, first, stop,
 
 def extract_sentences(corpus, models: tuple[ExtractModel, ...], first: int, stop: int,
                       max_phrase_length: int = DEFAULT_MAX_PHRASE_LENGTH) -> tuple[np.ndarray, np.ndarray]:
-    """Python entry: extract sentences [first, stop) of a training.corpus.Corpus."""
+    """Python entry: extract sentences [first, stop) of a training.corpus.reading.Corpus."""
     if max_phrase_length < 1:
         raise InputError(f"--max-phrase-length must be at least 1, got {max_phrase_length}")
     capacity = 64 * max(stop - first, 1)
