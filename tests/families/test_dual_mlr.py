@@ -7,6 +7,7 @@ import pytest
 
 from training.families.dual_mlr import DualMLR
 from training.families.maxent import MaxEnt, primal_objective
+from training.families.solvers.shrinking import ConvergenceWarning
 
 
 def stacked(model) -> np.ndarray:
@@ -49,3 +50,12 @@ def test_shrinking_and_determinism(real_Xy):
     assert all(x >= y - 1e-9 for x, y in zip(objectives, objectives[1:]))  # every EG step descends
     probs = a.predict_proba(X[:50])
     np.testing.assert_allclose(probs.sum(axis=1), 1.0)
+
+
+def test_convergence_reaches_the_fit_summary(real_Xy):
+    X, y = real_Xy
+    with pytest.warns(ConvergenceWarning, match=r"dual-mlr: stopped after max_passes=2 passes"):
+        capped = DualMLR(C=1.0, eps=0.01, max_passes=2).fit(X, y).fit_summary()
+    assert capped["converged"] is False and capped["max_violation"] >= 0.01
+    full = DualMLR(C=1.0, eps=0.1).fit(X, y).fit_summary()
+    assert full["converged"] is True and full["max_violation"] < 0.1

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from liblinear.liblinearutil import parameter, predict, problem, train
-from training.families.solvers import shrinking
+from training.families.solvers import rows
+from training.families.solvers.shrinking import ConvergenceWarning
 from training.families.svm import MulticlassSVM, _sub_problem
 
 
@@ -81,6 +82,22 @@ def test_shrinking_history_and_determinism(real_Xy):
     assert a.history_[-1]["max_violation"] < 0.05
 
 
+def test_stopping_at_max_passes_warns_and_says_so_in_the_fit_summary(real_Xy):
+    X, y = real_Xy
+    with pytest.warns(ConvergenceWarning, match=r"svm: stopped after max_passes=2 passes"):
+        capped = MulticlassSVM(C=0.5, eps=0.01, max_passes=2, seed=1).fit(X, y)
+    summary = capped.fit_summary()
+    assert summary["converged"] is False and summary["passes"] == 2
+    assert summary["max_violation"] == capped.history_[-1]["max_violation"] >= 0.01
+
+
+def test_a_converged_fit_does_not_warn(real_Xy, recwarn):
+    X, y = real_Xy
+    summary = MulticlassSVM(C=0.5, eps=0.05, seed=1).fit(X, y).fit_summary()
+    assert not [w for w in recwarn if issubclass(w.category, ConvergenceWarning)]
+    assert summary["converged"] is True and summary["max_violation"] < 0.05
+
+
 def test_temperature_calibration_is_folded_into_exported_weights(real_Xy):
     X, y = real_Xy
     n = X.shape[0]
@@ -110,13 +127,13 @@ def test_streamed_passes_over_a_mapped_matrix_still_match_liblinear(real_Xy, cap
     indptr = np.asarray(np.load(tmp_path / "indptr.npy", mmap_mode="r"))
     mapped = sp.csr_matrix((np.broadcast_to(np.float32(1.0), indices.shape), indices, indptr),
                            shape=X.shape, copy=False)
-    monkeypatch.setattr(shrinking, "CHUNK_NNZ", 300)  # several chunks on this slice
-    monkeypatch.setattr(shrinking, "COMPACT_BELOW", 0.5)  # compact early and often
-    assert shrinking.row_chunks(indptr, X.shape[0], shrinking.CHUNK_NNZ) > 1
+    monkeypatch.setattr(rows, "CHUNK_NNZ", 300)  # several chunks on this slice
+    monkeypatch.setattr(rows, "COMPACT_BELOW", 0.5)  # compact early and often
+    assert rows.row_chunks(indptr, X.shape[0], rows.CHUNK_NNZ) > 1
     ours = MulticlassSVM(C=1.0, eps=0.01, seed=1).fit(mapped, y)
     theirs, their_objective = liblinear_cs(X, y, 1.0, 0.01, capfd)
     assert ours.converged_
-    assert min(h["active"] for h in ours.history_) < shrinking.COMPACT_BELOW  # compact copies ran
+    assert min(h["active"] for h in ours.history_) < rows.COMPACT_BELOW  # compact copies ran
     assert abs(ours.dual_objective_ - their_objective) <= 1e-3 * abs(their_objective)
     assert abs(float(np.mean(ours.predict(X) == y)) - liblinear_accuracy(theirs, X, y)) <= 0.002
     assert ours.primal_objective(X, y) >= -ours.dual_objective_ - 1e-6
@@ -128,13 +145,51 @@ def test_streamed_passes_over_a_mapped_matrix_still_match_liblinear(real_Xy, cap
 def test_rows_are_bucketed_by_their_block_s_chunk_stably(ids, n_chunks, seed, shuffled):
     n = 10000  # 10 blocks of 1,024 rows
     rng = np.array([seed], dtype=np.uint64) if shuffled else None
-    block_chunk = shrinking.block_chunks(n, n_chunks, rng)
+    block_chunk = rows.block_chunks(n, n_chunks, rng)
     sizes = np.bincount(block_chunk, minlength=n_chunks)
     assert sizes.max() - sizes.min() <= 1 and len(block_chunk) == 10
     index = np.array(ids + [99999], dtype=np.int32)  # one entry past `active` stays put
     starts = np.empty(n_chunks + 1, dtype=np.int64)
-    shrinking._bucket(index, len(ids), block_chunk, n_chunks, starts)
+    rows._bucket(index, len(ids), block_chunk, n_chunks, starts)
     assert index[-1] == 99999 and starts[-1] == len(ids)
     for c in range(n_chunks):
-        expected = [i for i in ids if block_chunk[i >> shrinking.BLOCK_LOG2] == c]  # original order
+        expected = [i for i in ids if block_chunk[i >> rows.BLOCK_LOG2] == c]  # original order
         assert index[starts[c]:starts[c + 1]].tolist() == expected
+
+
+def test_row_sources_keep_rows_and_state_together_through_compaction(monkeypatch):
+    """A kernel sees copies once the active set is compacted (several times here): each
+    visited row is still its example's row, and every example's state reaches the full
+    problem on reactivation."""
+    monkeypatch.setattr(rows, "CHUNK_NNZ", 2000)
+    monkeypatch.setattr(rows, "COMPACT_BELOW", 0.5)
+    X = sp.random(5000, 300, density=0.02, format="csr", random_state=4)
+    budget = np.arange(5000) % 7 + 1  # example i leaves the active set after budget[i] visits
+    row_sum = np.array([X.indices[X.indptr[i]:X.indptr[i + 1]].sum() for i in range(5000)])
+    visits = np.zeros(5000, dtype=np.int64)
+
+    def kernel(rows_, state, index, active, tol):
+        indptr, indices, _ = rows_
+        visits_, budget_, row_sum_ = state
+        s = 0
+        while s < active:
+            i = index[s]
+            assert indices[indptr[i]:indptr[i + 1]].sum() == row_sum_[i]
+            visits_[i] += 1
+            if visits_[i] >= budget_[i]:
+                active -= 1
+                index[s], index[active] = index[active], index[s]
+            else:
+                s += 1
+        return active, 0.0, 0
+
+    source = rows.Streamed((X.indptr, X.indices, X.data), (visits, budget, row_sum), seed=0)
+    kinds = []
+    while source.active:
+        source.run_pass(kernel, 1.0)
+        source = source.shrunk()
+        kinds.append(type(source).__name__)
+    assert kinds.count("Compacted") >= 2 and kinds[0] == "Streamed"
+    source = source.reactivate()
+    assert isinstance(source, rows.Streamed) and source.active == 5000
+    np.testing.assert_array_equal(visits, budget)

@@ -200,7 +200,7 @@ class DualMLR(ReorderingClassifier):
         log_alpha = np.log(alpha, out=alpha)
         objective = np.array([_dual_objective(w, log_alpha, C)])
 
-        def run_pass(rows, state, index, active, tol):
+        def kernel(rows, state, index, active, tol):
             return _mlr_pass(*rows, bias, C, w, *state, index, active, tol,
                              int(self.max_trials), int(self.inner_steps), objective)
 
@@ -208,10 +208,12 @@ class DualMLR(ReorderingClassifier):
         # resident. With chunked passes and compact copies (the SVM's streaming) EG's
         # tail on ja-en S6 at eps 0.01 stalled on a few coupled examples (1,000 passes,
         # not converged, in 3 of 3 runs; 415-550 passes without).
-        self.history_, self.converged_ = run_shrinking(
-            run_pass, lambda: objective[0], (X.indptr, X.indices, X.data), (log_alpha,),
+        result = run_shrinking(
+            kernel, lambda: objective[0], (X.indptr, X.indices, X.data), (log_alpha,),
             float(self.eps), int(self.max_passes), int(self.seed), self.verbose,
-            desc="dual-mlr", stream=False)
+            family="dual-mlr", stream=False)
+        self.history_, self.converged_ = result.history, result.converged
+        self.max_violation_ = result.max_violation
         self.n_passes_ = len(self.history_)
         self.dual_objective_ = float(_dual_objective(w, log_alpha, C))
         self.coef_ = w[:F].astype(np.float32)
@@ -224,4 +226,4 @@ class DualMLR(ReorderingClassifier):
 
     def fit_summary(self) -> dict[str, Any]:
         return {"converged": bool(self.converged_), "passes": self.n_passes_,
-                "dual_objective": self.dual_objective_}
+                "max_violation": self.max_violation_, "dual_objective": self.dual_objective_}

@@ -215,13 +215,15 @@ class MulticlassSVM(ReorderingClassifier):
         C, bias = float(self.C), float(self.bias)
         objective = np.zeros(1)
 
-        def run_pass(rows, state, index, active, tol):
+        def kernel(rows, state, index, active, tol):
             return _svm_pass(*rows, *state, bias, C, w, index, active, tol, objective,
                              paper_shrink)
 
-        self.history_, self.converged_ = run_shrinking(
-            run_pass, lambda: objective[0], (X.indptr, X.indices, X.data), (y, alpha),
-            float(self.eps), int(self.max_passes), int(self.seed), self.verbose, desc="svm")
+        result = run_shrinking(
+            kernel, lambda: objective[0], (X.indptr, X.indices, X.data), (y, alpha),
+            float(self.eps), int(self.max_passes), int(self.seed), self.verbose, family="svm")
+        self.history_, self.converged_ = result.history, result.converged
+        self.max_violation_ = result.max_violation
         self.n_passes_ = len(self.history_)
         self.dual_objective_ = _svm_dual_objective(w, alpha, y)
         self.n_support_ = int(np.count_nonzero(np.any(alpha != 0.0, axis=1)))
@@ -265,6 +267,7 @@ class MulticlassSVM(ReorderingClassifier):
 
     def fit_summary(self) -> dict[str, Any]:
         return {"converged": bool(self.converged_), "passes": self.n_passes_,
+                "max_violation": self.max_violation_,
                 "dual_objective": float(self.dual_objective_),
                 "support_examples": self.n_support_,
                 "temperature": float(self.temperature_)}
