@@ -36,7 +36,7 @@ from training.cli import main as cli_main  # noqa: E402
 from training.features.templates import extract_keys  # noqa: E402
 from training.features.spec import FeatureSpec  # noqa: E402
 from training.modelfile.model import load_model, write_model  # noqa: E402
-from training.modelfile.request import batch_from_request_arrays, request_arrays  # noqa: E402
+from training.modelfile.request import arrays_from_strings, batch_from_request_arrays  # noqa: E402
 from training.store.examples import ExampleStore  # noqa: E402
 from training.features.matrix import build_matrix, iter_keys  # noqa: E402
 
@@ -106,7 +106,7 @@ def sentence_requests(store: ExampleStore, n_sentences: int) -> list[dict]:
                               int(chunk.tgt_end[i]))
             inside = [(int(a) - f0, int(b) - e0) for a, b in points if f0 <= a < f1 and e0 <= b < e1]
             pairs.append((f0, f1, tgt[e0:e1], inside))
-        requests.append(request_arrays(src, pairs))
+        requests.append(arrays_from_strings(src, pairs))
     return requests
 
 

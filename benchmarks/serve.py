@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server.api import SERVICE_NAME, pb  # noqa: E402
-from training.modelfile.request import request_arrays  # noqa: E402
+from training.modelfile.request import arrays_from_strings  # noqa: E402
 
 METHOD = f"/{SERVICE_NAME}/Score"
 MODEL_NAME = "bench"
@@ -136,7 +136,7 @@ def build_requests(corpus: Path, work: Path, max_len: int = 7, limit: int = 20) 
             for _, tk in options:
                 alignment = aligns[(key, tk)].most_common(1)[0][0]
                 pairs.append((i, j, list(tgt_text[tk]), list(alignment)))
-        requests.append(pb.ScoreRequest(model=MODEL_NAME, **request_arrays(words, pairs)).SerializeToString())
+        requests.append(pb.ScoreRequest(model=MODEL_NAME, **arrays_from_strings(words, pairs)).SerializeToString())
     _write_framed(cached, requests)
     return requests
 
@@ -321,7 +321,7 @@ def stage_profile(requests: list[bytes], model_path: Path, repeats: int = 3) -> 
     """CPU time per phrase pair of each step of one Score, in this process (no gRPC):
     where a request's time goes, measured with process_time so other jobs on the machine
     inflate it less than wall time."""
-    from server.service import request_arrays, score_response_bytes
+    from server.service import arrays_from_message, score_response_bytes
     from server.repository import load_served_model
     from training.features.templates import extract_keys
     from training.modelfile.request import batch_from_request_arrays
@@ -336,7 +336,7 @@ def stage_profile(requests: list[bytes], model_path: Path, repeats: int = 3) -> 
             t0 = time.process_time()
             request = pb.ScoreRequest.FromString(raw)
             t1 = time.process_time()
-            arrays = request_arrays(request)
+            arrays = arrays_from_message(request)
             t2 = time.process_time()
             batch = batch_from_request_arrays(**arrays)
             t3 = time.process_time()

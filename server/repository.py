@@ -1,9 +1,10 @@
 """The model repository: ROOT/<name>/<version>/model.<ext>, loaded, validated and hot-swapped.
 
 Layout as in Triton: a model name is a directory, a version is a positive-integer
-subdirectory holding exactly one `model.*` weight file. A scan (polling thread or the
-admin Reload RPC) loads new versions completely -- mmap, checksum, schema check and a
-one-pair warm-up score -- before publishing a new immutable `ModelSnapshot` by a single
+subdirectory holding exactly one `model.*` weight file (training.modelfile.layout, the
+rules `pipeline` publishes by). A scan (polling thread or the admin Reload RPC) loads new
+versions completely -- mmap, checksum, schema check and a one-pair warm-up score, all
+in `load_model` -- before publishing a new immutable `ModelSnapshot` by a single
 reference assignment. A request takes the snapshot once and keeps its `ServedModel`, so
 it finishes on the version it started with even if that version is unloaded meanwhile
 (the mmap lives as long as a reference does). The newest `keep_versions` loadable
@@ -27,17 +28,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from training.errors import InputError
+from training.modelfile.layout import find_model_file, model_dirs, version_dirs
 from training.modelfile.model import LoadedModel, load_model
-from training.moses.types import MosesType
-from training.modelfile.request import batch_from_request_arrays
 
 from server.logs import log_event
 
 LOADED, FAILED, UNLOADED = "LOADED", "FAILED", "UNLOADED"
-MODEL_STEM = "model"
 
 
 class UnknownModel(LookupError):
@@ -129,46 +126,11 @@ def _file_signature(path: Path) -> tuple:
     return (path.name, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _warmup_arrays() -> dict:
-    """A one-token sentence with one one-word pair: the smallest request there is."""
-    u32 = np.uint32
-    return {
-        "token_bytes": b"a",
-        "token_offsets": np.array([0, 1], dtype=u32),
-        "source": np.array([0], dtype=u32),
-        "span_start": np.array([0], dtype=u32),
-        "span_end": np.array([1], dtype=u32),
-        "target_offsets": np.array([0, 1], dtype=u32),
-        "target_tokens": np.array([0], dtype=u32),
-        "align_offsets": np.array([0, 1], dtype=u32),
-        "align_source": np.array([0], dtype=u32),
-        "align_target": np.array([0], dtype=u32),
-    }
-
-
-def validate_model(model: LoadedModel, path: Path) -> Schema:
-    """Check the model's declared schema against its Moses type and score one pair with it.
-
-    Raises InputError naming the file when anything disagrees, so a bad version is refused
-    before it could serve a single request (and the first real request does not pay for
-    numba's first call).
-    """
-    moses_type = MosesType.parse(str(model.moses_type))
-    schema = Schema(str(moses_type), tuple(model.classes), tuple(model.directions), tuple(model.outputs))
-    expected = Schema(str(moses_type), moses_type.classes, moses_type.directions, moses_type.outputs)
-    if schema != expected:
-        raise InputError(f"schema disagrees with its Moses type {moses_type}: classes {schema.classes}, "
-                         f"directions {schema.directions}, outputs {schema.outputs}; expected "
-                         f"{expected.classes}, {expected.directions}, {expected.outputs}", path)
-    probs = np.asarray(model.predict_proba(batch_from_request_arrays(**_warmup_arrays())))
-    n_classes = len(schema.classes)
-    if probs.shape != (1, len(schema.outputs)) or not np.all(np.isfinite(probs)):
-        raise InputError(f"warm-up score has shape {probs.shape} (expected (1, {len(schema.outputs)})) "
-                         "or is not finite", path)
-    sums = probs.reshape(len(schema.directions), n_classes).sum(axis=1)
-    if not np.allclose(sums, 1.0, atol=1e-3):
-        raise InputError(f"warm-up probabilities do not sum to 1 per direction: {sums.tolist()}", path)
-    return schema
+def model_schema(model: LoadedModel) -> Schema:
+    """The schema of a loaded model. `load_model` has already checked it against the model's
+    Moses type and scored a warm-up pair (shape, finiteness, per-direction sums), raising
+    ModelFileError naming the file if anything disagreed."""
+    return Schema(str(model.moses_type), tuple(model.classes), tuple(model.directions), tuple(model.outputs))
 
 
 def _metadata_json(metadata: Any) -> str:
@@ -180,30 +142,10 @@ def _metadata_json(metadata: Any) -> str:
 
 def load_served_model(name: str, version: int, path: Path) -> ServedModel:
     """Load and validate one version (raises MosesReorderError subclasses on bad files)."""
-    model = load_model(path)
-    schema = validate_model(model, path)
+    model = load_model(path)  # warms up and validates: see model_schema
+    schema = model_schema(model)
     return ServedModel(name=name, version=version, path=path, model=model, schema=schema,
                        family=str(model.family), metadata_json=_metadata_json(model.metadata))
-
-
-def _version_dirs(name_dir: Path) -> dict[int, Path]:
-    """Positive-integer subdirectories in canonical spelling ('7', not '07' or '.tmp-7')."""
-    out = {}
-    for child in name_dir.iterdir():
-        if child.is_dir() and child.name.isdigit() and child.name == str(int(child.name)) and int(child.name) > 0:
-            out[int(child.name)] = child
-    return out
-
-
-def _find_model_file(version_dir: Path) -> Path:
-    candidates = sorted(p for p in version_dir.iterdir()
-                        if p.is_file() and p.name.split(".", 1)[0] == MODEL_STEM and "." in p.name)
-    if not candidates:
-        raise InputError(f"no {MODEL_STEM}.<ext> weight file in the version directory", version_dir)
-    if len(candidates) > 1:
-        raise InputError(f"several model files in one version directory: {[p.name for p in candidates]}",
-                         version_dir)
-    return candidates[0]
 
 
 ChangeListener = Callable[[str, "ModelSnapshot | None"], None]
@@ -257,7 +199,7 @@ class ModelRepository:
             if not self.root.is_dir():
                 log_event(logging.ERROR, "repository_root_missing", root=str(self.root))
                 return self.snapshots()
-            on_disk = {p.name: p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")}
+            on_disk = model_dirs(self.root)
             if name is not None:
                 if name not in on_disk:
                     raise UnknownModel(f"no directory for model {name!r} under {self.root}")
@@ -290,7 +232,7 @@ class ModelRepository:
             return [updated[n] for n in names if n in updated]
 
     def _scan_one(self, name: str, name_dir: Path, before: ModelSnapshot | None) -> ModelSnapshot:
-        dirs = _version_dirs(name_dir)
+        dirs = version_dirs(name_dir)
         old_loaded = dict(before.loaded) if before else {}
         records = {v: r for v, r in (before.records.items() if before else ()) if v in dirs}
         loaded = {v: m for v, m in old_loaded.items() if v in dirs}
@@ -330,7 +272,7 @@ class ModelRepository:
     def _try_load(self, name: str, version: int, version_dir: Path, previous: VersionRecord | None,
                   schema: Schema | None) -> tuple[VersionRecord, ServedModel | None]:
         try:
-            path = _find_model_file(version_dir)
+            path = find_model_file(version_dir)
             signature = _file_signature(path)
         except (InputError, OSError) as exc:
             message = str(exc)

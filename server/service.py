@@ -24,7 +24,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from training.errors import InputError
-from training.modelfile.request import batch_from_request_arrays
+from training.modelfile.request import ARRAY_FIELDS, batch_from_request_arrays
 
 from server.api import SERVICE_NAME, pb
 from server.cache import ResultCache
@@ -32,9 +32,6 @@ from server.logs import log_event
 from server.metrics import ServerMetrics
 from server.repository import ModelRepository, ModelSnapshot, ServedModel, UnknownModel, VersionNotLoaded
 
-# ScoreRequest fields that are packed uint32 arrays, in proto order.
-ARRAY_FIELDS = ("token_offsets", "source", "span_start", "span_end", "target_offsets",
-                "target_tokens", "align_offsets", "align_source", "align_target")
 _PROBABILITIES_TAG = bytes([(4 << 3) | 2])  # ScoreResponse.probabilities, length-delimited
 
 
@@ -47,9 +44,10 @@ class RpcFailure(Exception):
         self.message = message
 
 
-def request_arrays(request: pb.ScoreRequest) -> dict:
-    """The request's fields for batch_from_request_arrays: the token table as bytes, the
-    packed fields as uint32 numpy arrays (upb repeated fields convert without a Python loop)."""
+def arrays_from_message(request: pb.ScoreRequest) -> dict:
+    """Proto message -> the request's fields for batch_from_request_arrays: the token table
+    as bytes, the packed fields (ARRAY_FIELDS) as uint32 numpy arrays (upb repeated fields
+    convert without a Python loop)."""
     arrays: dict = {"token_bytes": request.token_bytes}
     for name in ARRAY_FIELDS:
         arrays[name] = np.array(getattr(request, name), dtype=np.uint32)
@@ -185,7 +183,7 @@ class ReorderingService:
                              f"span_start: {n_pairs} phrase pairs exceed the server's limit of "
                              f"{self.max_pairs} per request (--max-pairs)")
         try:
-            batch = batch_from_request_arrays(**request_arrays(request))
+            batch = batch_from_request_arrays(**arrays_from_message(request))
         except InputError as exc:
             raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         if context.time_remaining() <= 0 or not context.is_active():  # nobody is waiting any more

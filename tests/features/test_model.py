@@ -140,3 +140,22 @@ def test_load_refuses_schema_mismatch(tmp_path):
 
 def test_softmax_is_registered():
     assert "softmax" in LINKS
+
+
+@pytest.mark.parametrize("link, message", [
+    (lambda model, scores, n_found: scores, "do not sum to 1 per direction"),
+    (lambda model, scores, n_found: scores[:, :-1], "warm-up score has shape"),
+    (lambda model, scores, n_found: np.full_like(scores, np.nan), "not finite"),
+])
+def test_load_warm_up_refuses_a_link_that_answers_nonsense(tmp_path, monkeypatch, link, message):
+    """The one warm-up (load_model) both compiles the serving path and checks its answer."""
+    monkeypatch.setitem(LINKS, "test-nonsense", link)
+    keys = np.arange(1, 5, dtype=np.uint64)
+    path = tmp_path / "nonsense.mrw"
+    write_model(path, family="maxent", moses_type="hier-msd-bidirectional-fe", keys=keys,
+                weights=np.zeros((4, 6), np.float32), bias=np.zeros(6, np.float32), features="S7",
+                threshold=0, link="test-nonsense")
+    with pytest.raises(ModelFileError, match=message) as info:
+        load_model(path)
+    assert info.value.path == str(path)
+    assert load_model(path, warm_up=False).link_name == "test-nonsense"

@@ -7,14 +7,14 @@ import pytest
 
 from training.errors import InputError
 from training.features.hashing import hash_tokens
-from training.modelfile.request import batch_from_request_arrays, request_arrays
+from training.modelfile.request import arrays_from_strings, batch_from_request_arrays
 
 SOURCE = ["私", "は", "学生", "です"]
 PAIRS = [(0, 1, ["i"], [(0, 0)]), (2, 4, ["am", "a", "student"], [(0, 2), (1, 0)])]
 
 
 def good() -> dict:
-    return request_arrays(SOURCE, PAIRS)
+    return arrays_from_strings(SOURCE, PAIRS)
 
 
 def test_batch_content():
@@ -78,5 +78,5 @@ def test_alignment_errors():
 
 
 def test_empty_request_is_fine():
-    batch = batch_from_request_arrays(**request_arrays(["a"], []))
+    batch = batch_from_request_arrays(**arrays_from_strings(["a"], []))
     assert batch.n_pairs == 0

@@ -14,7 +14,7 @@ import pytest
 
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
-from training.modelfile.request import batch_from_request_arrays, request_arrays
+from training.modelfile.request import arrays_from_strings, batch_from_request_arrays
 
 
 def serving_keys(files, store, spec):
@@ -39,7 +39,7 @@ def serving_keys(files, store, spec):
             e0, e1 = int(spans["tgt_start"][i]), int(spans["tgt_end"][i])
             inside = [(a - f0, b - e0) for a, b in points if f0 <= a < f1 and e0 <= b < e1]
             pairs.append((f0, f1, target[e0:e1], inside))
-        batch = batch_from_request_arrays(**request_arrays(source, pairs))
+        batch = batch_from_request_arrays(**arrays_from_strings(source, pairs))
         indptr, keys = extract_keys(batch, spec)
         rows.extend(keys[indptr[p]:indptr[p + 1]] for p in range(len(pairs)))
     return rows

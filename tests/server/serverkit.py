@@ -4,7 +4,7 @@ Models are written with the real model writer (training.modelfile.model.write_mo
 feature keys: the keys come from training.features.templates.extract_keys on phrase pairs of the
 first sentences of ja-en train (word pairs read off the real alignment), so a request
 built from ja-en sentences hits real rows. Requests are built with
-training.modelfile.request.request_arrays, and expected scores come from loading the same file
+training.modelfile.request.arrays_from_strings, and expected scores come from loading the same file
 with training.modelfile.model.load_model and scoring locally: the server must answer exactly that.
 """
 
@@ -23,8 +23,9 @@ from server.api import pb, pb_grpc
 from server.app import ScoringServer, ServeOptions
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
+from training.modelfile.layout import MODEL_FILE
 from training.modelfile.model import load_model, write_model
-from training.modelfile.request import batch_from_request_arrays, request_arrays
+from training.modelfile.request import arrays_from_strings, batch_from_request_arrays
 
 N_TRAIN = 300
 FEATURES = "S7"  # context size 1 + boundaries + alignments: several templates per pair
@@ -70,7 +71,7 @@ def keys_of(train_sentences: list[Sentence]) -> np.ndarray:
     spec = FeatureSpec.parse(FEATURES)
     keys = []
     for s in train_sentences:
-        _, k = extract_keys(batch_from_request_arrays(**request_arrays(s.source, s.pairs)), spec)
+        _, k = extract_keys(batch_from_request_arrays(**arrays_from_strings(s.source, s.pairs)), spec)
         keys.append(k)
     return np.unique(np.concatenate(keys))
 
@@ -91,17 +92,17 @@ def write_test_model(path: Path, keys: np.ndarray, *, moses_type: str = "hier-ms
 
 
 def model_path(root: Path, name: str, version: int) -> Path:
-    return root / name / str(version) / "model.mrw"
+    return root / name / str(version) / MODEL_FILE
 
 
 def score_request(sentence: Sentence, model: str, version: int = 0) -> pb.ScoreRequest:
-    return pb.ScoreRequest(model=model, version=version, **request_arrays(sentence.source, sentence.pairs))
+    return pb.ScoreRequest(model=model, version=version, **arrays_from_strings(sentence.source, sentence.pairs))
 
 
 def expected_scores(path: Path, sentence: Sentence) -> np.ndarray:
     """What the model file itself says for the sentence: the server must answer exactly this."""
     return load_model(path).predict_proba(
-        batch_from_request_arrays(**request_arrays(sentence.source, sentence.pairs)))
+        batch_from_request_arrays(**arrays_from_strings(sentence.source, sentence.pairs)))
 
 
 def probabilities(response: pb.ScoreResponse) -> np.ndarray:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from serverkit import model_path, running_server, score_request, write_test_model
 from server.api import SERVICE_NAME, pb
-from server.service import ARRAY_FIELDS
+from training.modelfile.request import ARRAY_FIELDS
 
 small = st.lists(st.integers(0, 12), max_size=12)
 edge = st.lists(st.sampled_from([0, 1, 2, 3, 2**31 - 1, 2**32 - 1]), max_size=6)

@@ -46,9 +46,9 @@ def test_generated_code_is_current(tmp_path):
 
 def test_generated_descriptor_matches_the_messages_the_server_uses():
     from server.api import SERVICE_NAME, pb
-    from server.service import ARRAY_FIELDS
+    from training.modelfile.request import ARRAY_FIELDS, FIELDS
 
     assert SERVICE_NAME == "reordering.v1.ReorderingScorer"
     fields = {f.name: f for f in pb.ScoreRequest.DESCRIPTOR.fields}
-    assert [f.name for f in pb.ScoreRequest.DESCRIPTOR.fields] == ["model", "version", "token_bytes", *ARRAY_FIELDS]
+    assert [f.name for f in pb.ScoreRequest.DESCRIPTOR.fields] == ["model", "version", *FIELDS]
     assert all(fields[name].is_packed for name in ARRAY_FIELDS)

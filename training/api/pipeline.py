@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from training.errors import InputError
+from training.modelfile.layout import MODEL_FILE, next_version, publish  # noqa: F401 (re-exported)
 
 EMBEDDED_CORPUS = Path(__file__).resolve().parents[1] / "data" / "tanaka-3k"
-MODEL_FILE = "model.mrw"
 
 
 @dataclass(frozen=True)
@@ -61,29 +61,6 @@ def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_ph
     log(f"extracting {corpus.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
     build_store(corpus, parse_models([extract_model]), store_dir, max_phrase_length=max_phrase_length,
                 progress=sys.stderr.isatty())
-
-
-def next_version(model_dir: Path) -> int:
-    """One more than the highest numeric version directory (1 for a new model)."""
-    versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()] \
-        if model_dir.is_dir() else []
-    return max(versions, default=0) + 1
-
-
-def publish(model_file: Path, models_root: Path, name: str) -> Path:
-    """Move a finished weight file into ROOT/<name>/<next version>/ in one rename.
-
-    The version directory is assembled under a hidden name and renamed into place, so a
-    polling server never sees a half-copied version.
-    """
-    model_dir = models_root / name
-    model_dir.mkdir(parents=True, exist_ok=True)
-    version = next_version(model_dir)
-    staging = model_dir / f".staging-{version}-{os.getpid()}"
-    staging.mkdir()
-    os.replace(model_file, staging / MODEL_FILE)
-    os.replace(staging, model_dir / str(version))
-    return model_dir / str(version) / MODEL_FILE
 
 
 def run_pipeline(corpus: Path, out: Path, *, src_lang: str = "ja", tgt_lang: str = "en",

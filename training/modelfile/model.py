@@ -198,7 +198,8 @@ def load_model(path: str | os.PathLike, warm_up: bool = True) -> LoadedModel:
     """Map, verify and index a model file; ModelFileError for anything we cannot serve exactly.
 
     `warm_up` scores one tiny request through the serving path, so numba's compilation
-    (or cache load) happens here, before a server swaps the model in, not on a live request.
+    (or cache load) happens here, before a server swaps the model in, not on a live request,
+    and checks the answer (see `_warm_up`).
     """
     wf = read_weight_file(path)
     meta, arrays, p = wf.metadata, wf.arrays, wf.path
@@ -234,6 +235,22 @@ def load_model(path: str | os.PathLike, warm_up: bool = True) -> LoadedModel:
         directions=mtype.directions, outputs=mtype.outputs, family=meta["family"], link_name=meta["link"],
         format_version=wf.format_version, file_size=wf.file_size, sha256=wf.sha256, _index=KeyIndex(keys))
     if warm_up:
-        from training.modelfile.request import batch_from_strings
-        model.predict_proba(batch_from_strings(["a", "b"], [(0, 1, ["x"], [(0, 0)])]))
+        _warm_up(model)
     return model
+
+
+def _warm_up(model: LoadedModel) -> None:
+    """Score one one-word pair through the serving path (request arrays -> PairBatch -> keys
+    -> scores -> link) and check the answer: one finite row of the model's outputs whose
+    every direction block sums to 1. ModelFileError naming the file otherwise, so a model
+    that would answer nonsense is refused before it serves a single request."""
+    from training.modelfile.request import batch_from_strings
+
+    p = model.path
+    probs = np.asarray(model.predict_proba(batch_from_strings(["a", "b"], [(0, 1, ["x"], [(0, 0)])])))
+    n_out = len(model.outputs)
+    _check(probs.shape == (1, n_out) and bool(np.all(np.isfinite(probs))), p,
+           f"warm-up score has shape {probs.shape} (expected (1, {n_out})) or is not finite")
+    sums = probs.reshape(len(model.directions), len(model.classes)).sum(axis=1)
+    _check(bool(np.allclose(sums, 1.0, atol=1e-3)), p,
+           f"warm-up probabilities do not sum to 1 per direction: {sums.tolist()}")

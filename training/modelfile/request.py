@@ -6,8 +6,9 @@ and a bad request raises InputError naming the proto field, which the server tur
 into INVALID_ARGUMENT. This module must not score or extract features; it only builds
 the PairBatch that training/features.py reads, exactly as a store chunk would.
 
-`request_arrays` does the reverse for clients written in Python (tests, benchmarks,
-the Python client): strings in, packed arrays out.
+`arrays_from_strings` goes the other way for clients written in Python (tests,
+benchmarks, the Python client): strings in, packed arrays out. FIELDS is the one list of
+the request's fields; the server reads ARRAY_FIELDS off the proto message with it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ MAX_PHRASE_LENGTH = int(np.iinfo(np.int16).max)
 # Fields in the order of the proto (and of the kernel's arguments).
 FIELDS = ("token_bytes", "token_offsets", "source", "span_start", "span_end", "target_offsets",
           "target_tokens", "align_offsets", "align_source", "align_target")
-_F = {name: i for i, name in enumerate(FIELDS)}
+ARRAY_FIELDS = FIELDS[1:]  # the packed uint32 ones (all but the token table)
 # Error codes of _check_and_build; (field, entry, value, limit) fill the message.
 _OK, _EMPTY, _START, _MONOTONE, _LAST, _COUNT, _RANGE, _PARALLEL, _TOO_LONG, _NEGATIVE = range(10)
 _RANGE_WHAT = {
@@ -203,7 +204,7 @@ def _flatten(fields: tuple) -> tuple[np.ndarray, np.ndarray]:
         if flat.ndim != 1 or flat.shape[0] != sum(sizes):
             raise ValueError
     except (TypeError, ValueError):
-        fields = tuple(_indices(name, f) for name, f in zip(FIELDS[1:], fields))  # slow path: find the culprit
+        fields = tuple(_indices(name, f) for name, f in zip(ARRAY_FIELDS, fields))  # slow path: find the culprit
         sizes = [f.shape[0] for f in fields]
         flat = np.concatenate(fields) if fields else np.zeros(0, np.int64)
     bounds = np.zeros(len(fields) + 1, dtype=np.int64)
@@ -237,7 +238,7 @@ def batch_from_request_arrays(token_bytes, token_offsets, source, span_start, sp
 Pair = tuple[int, int, Sequence[str], Sequence[tuple[int, int]]]
 
 
-def request_arrays(source: Sequence[str], pairs: Sequence[Pair]) -> dict[str, object]:
+def arrays_from_strings(source: Sequence[str], pairs: Sequence[Pair]) -> dict[str, object]:
     """Strings -> the ScoreRequest fields (a dict of packed arrays, keyed by proto field name).
 
     Each pair is (span_start, span_end, target tokens, [(src, tgt), ...] phrase-relative
@@ -277,4 +278,4 @@ def request_arrays(source: Sequence[str], pairs: Sequence[Pair]) -> dict[str, ob
 
 def batch_from_strings(source: Sequence[str], pairs: Sequence[Pair]) -> PairBatch:
     """Convenience for tests and benchmarks: strings -> request arrays -> PairBatch."""
-    return batch_from_request_arrays(**request_arrays(source, pairs))
+    return batch_from_request_arrays(**arrays_from_strings(source, pairs))
