@@ -41,7 +41,7 @@ def _maxrss_mb() -> float:
 def child_compile() -> dict:
     """First call of every kernel with an empty cache: numba compile time."""
     started = time.perf_counter()
-    from training.commands.extract import build_store
+    from training.store.build import build_store
     from training.corpus.reading import read_corpus
     from training.moses.extract import parse_models
     imported = time.perf_counter()
@@ -57,7 +57,7 @@ def child_compile() -> dict:
 
 
 def child_run(model: str, moses_format: bool, src: str, tgt: str, align: str, warm: list[str]) -> dict:
-    from training.commands.extract import build_store
+    from training.store.build import build_store
     from training.corpus.reading import read_corpus
     from training.moses.extract import parse_models
 

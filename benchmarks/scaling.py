@@ -97,7 +97,7 @@ def child(store: str, family: str, out: str) -> None:
 
 
 def make_store(corpus: str, n: int, work: Path) -> Path:
-    from training.commands.extract import build_store
+    from training.store.build import build_store
     from training.corpus.reading import read_corpus
     from training.moses.extract import parse_models
 

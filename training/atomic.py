@@ -61,3 +61,10 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Replace `path` with `data` atomically; on any failure `path` is left untouched."""
     with atomic_writer(path) as f:
         f.write(data)
+
+
+def write_json_atomic(path: str | os.PathLike, data: object) -> None:
+    """`data` as indented JSON, written atomically."""
+    import json
+
+    write_bytes_atomic(path, json.dumps(data, indent=2).encode())

@@ -1,7 +1,9 @@
 """The `moses-reorder` command line: one entry point, one subcommand per job.
 
 Each subcommand lives in its own module that exposes `register(subparsers)`; this file
-only wires them together and turns our errors into exit codes:
+only wires them together and turns our errors into exit codes. Commands of other
+packages (the server's `serve`) come in through the `moses_reorder.commands` entry-point
+group of the installed distribution, so training never imports the server. Exit codes:
 0 success, 1 unexpected failure, 2 usage error, 3 bad input data, 4 bad model file,
 130 interrupted.
 """
@@ -12,6 +14,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 from training import __version__
 from training.errors import MosesReorderError
@@ -27,8 +30,14 @@ COMMANDS: dict[str, str] = {
     "eval": "training.commands.evaluate",
     "experiment": "training.commands.experiment",
     "inspect": "training.commands.inspect",
-    "serve": "server.commands.serve",
 }
+PLUGIN_GROUP = "moses_reorder.commands"
+
+
+def command_modules() -> dict[str, str]:
+    """Our commands, then those other installed packages declare (pyproject entry points)."""
+    plugins = {ep.name: ep.value for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in COMMANDS}
+    return {**COMMANDS, **dict(sorted(plugins.items()))}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"moses-reorder {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, module_name in COMMANDS.items():
+    for module_name in command_modules().values():
         importlib.import_module(module_name).register(sub)
     return parser
 

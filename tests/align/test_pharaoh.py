@@ -31,7 +31,7 @@ def test_real_alignment_file_round_trips_byte_for_byte(ja_en_dir):
 
 
 def test_lenient_spacing_empty_lines_and_missing_final_newline():
-    links, offsets = parse_links(b"0-1  2-3\t\r\n\n4-5", "x")
+    links, offsets = parse_links(b"0-1  2-3\t\n\n4-5", "x")
     assert links.tolist() == [[0, 1], [2, 3], [4, 5]]
     assert offsets.tolist() == [0, 2, 2, 3]
     assert parse_links(b"", "x")[1].tolist() == [0]
@@ -45,7 +45,14 @@ def test_lenient_spacing_empty_lines_and_missing_final_newline():
     (b"0-1x\n", 1),
     (b"0 1\n", 1),
     (b"01234567890-1\n", 1),
+    (b"0-1\n0-1\r\n", 2),
 ])
 def test_malformed_links_name_the_line(text, line):
     with pytest.raises(InputError, match=rf"^a\.align:{line}: "):
         parse_links(text, "a.align")
+
+
+def test_a_carriage_return_is_named_as_such():
+    """Moses splits links on spaces and tabs only: '0-1\\r' is not a link (one rule for every reader)."""
+    with pytest.raises(InputError, match=r"a\.align:1: malformed alignment point '0-1\\r'.*carriage return"):
+        parse_links(b"0-1\r\n", "a.align")

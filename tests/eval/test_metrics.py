@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from training.eval import metrics
+from training.probability import log_loss_of_proba
 from training.eval.report import confusion_table
 
 # Six examples, three classes (mono, swap, disc). Predictions (argmax) are
@@ -37,9 +38,10 @@ def test_confusion_precision_recall_f1_by_hand():
 def test_log_loss_by_hand_with_moses_floor():
     expected = -(math.log(0.7) + math.log(0.3) + math.log(0.8) + math.log(0.6) + math.log(0.4)
                  + math.log(0.9)) / 6
-    assert metrics.log_loss(Y_TRUE, PROBA) == pytest.approx(expected)
+    assert log_loss_of_proba(PROBA, Y_TRUE) == pytest.approx(expected)
     # A zero probability on the true class costs 100 nats (Moses's floor), not infinity.
-    assert metrics.log_loss(np.array([0]), np.array([[0.0, 1.0]])) == pytest.approx(100.0)
+    assert log_loss_of_proba(np.array([[0.0, 1.0]]), np.array([0])) == pytest.approx(100.0)
+    assert metrics.classification_summary(Y_TRUE, PROBA, ["mono", "swap", "disc"])["log_loss"] == pytest.approx(expected)
 
 
 def test_expected_calibration_error_by_hand():

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import GOLDEN
 from tests.extract.conftest import golden_lines, sorted_lines
-from training.commands.extract import build_store
+from training.store.build import build_store
 from training.moses.extract import parse_models
 
 GOLDEN_O = sorted(GOLDEN.glob("extract.o.*.sorted.gz"))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import GOLDEN
-from training.commands.extract import build_store
+from training.store.build import build_store
 from training.moses.extract import parse_models
 from training.moses.table import build_table, count_pairs, pair_keys, probabilities
 from training.moses.types import MosesType

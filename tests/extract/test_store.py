@@ -106,7 +106,7 @@ def test_store_json_is_plain_json(small_chunks):
 
 
 def test_threads_give_the_same_store(corpus_2k, tmp_path):
-    from training.commands.extract import build_store
+    from training.store.build import build_store
     from training.moses.extract import parse_models
 
     models = parse_models(["phrase-mslr", "hier-mslr"])

@@ -39,7 +39,7 @@ def test_seen_pairs_score_the_moses_table_rows(small_store, tmp_path, mtype, tem
     model_path, table = tmp_path / "lex.mrw", tmp_path / "rt.txt"
     assert cli_main(["train", "--family", "lexical", "--type", mtype, "--store", str(small_store),
                      "--out", str(model_path), "--heldout-fraction", "0", "--quiet"]) == 0
-    assert cli_main(["lexical", "--store", str(small_store), "--model", mtype, "--out", str(table), "--quiet"]) == 0
+    assert cli_main(["lexical", "--store", str(small_store), "--type", mtype, "--out", str(table), "--quiet"]) == 0
     rows = table_rows(table)
     model = load_model(model_path)
     assert model.family == "lexical" and model.link_name == "softmax" and model.metadata["threshold"] == 0

@@ -12,7 +12,8 @@ from corpus_slice import write_corpus_slice
 
 from training.cli import main
 from training.modelfile.model import load_model
-from training.api.pipeline import EMBEDDED_CORPUS, run_pipeline
+from training.api import run_pipeline
+from training.defaults import EMBEDDED_CORPUS
 from training.store.examples import ExampleStore
 
 

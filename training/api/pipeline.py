@@ -11,7 +11,6 @@ deletes or overwrites what an earlier run wrote.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any, Callable
 from training.errors import InputError
 from training.modelfile.layout import MODEL_FILE, next_version, publish  # noqa: F401 (re-exported)
 
-EMBEDDED_CORPUS = Path(__file__).resolve().parents[1] / "data" / "tanaka-3k"
+from training import defaults
 
 
 @dataclass(frozen=True)
@@ -43,9 +42,9 @@ class CorpusFiles:
 def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_phrase_length: int,
                  log: Callable[[str], None]) -> None:
     """Build the store, or reuse it if it holds this corpus, these settings and the labels."""
-    from training.commands.extract import build_store
     from training.corpus.reading import read_corpus
     from training.moses.extract import parse_models
+    from training.store.build import build_store
     from training.store.examples import ExampleStore
 
     corpus = read_corpus(files.src, files.tgt, files.align)
@@ -63,18 +62,20 @@ def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_ph
                 progress=sys.stderr.isatty())
 
 
-def run_pipeline(corpus: Path, out: Path, *, src_lang: str = "ja", tgt_lang: str = "en",
-                 moses_type: str = "hier-msd-bidirectional-fe", features: str = "S7",
+def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defaults.PIPELINE_OUT), *,
+                 src_lang: str = defaults.SRC_LANG, tgt_lang: str = defaults.TGT_LANG,
+                 moses_type: str = defaults.MOSES_TYPE, features: str = defaults.FEATURES,
                  families: list[str] | None = None, name: str | None = None,
-                 max_phrase_length: int = 7, heldout_fraction: float = 0.1,
+                 max_phrase_length: int = defaults.MAX_PHRASE_LENGTH,
+                 heldout_fraction: float = defaults.HELDOUT_FRACTION,
                  log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run every stage; returns the rows of the evaluation table and where things went."""
+    from training.eval.report import study_table
+    from training.eval.studies import run_experiment
     from training.families import FAMILIES
     from training.moses.table import build_table
     from training.moses.types import MosesType
-    from training.eval.report import study_table
     from training.store.examples import ExampleStore
-    from training.eval.studies import run_experiment
 
     mtype = MosesType.parse(moses_type)
     families = list(FAMILIES) if families is None else families
@@ -102,3 +103,24 @@ def run_pipeline(corpus: Path, out: Path, *, src_lang: str = "ja", tgt_lang: str
     (out / "report.md").write_text(report, encoding="utf-8")
     return {"rows": rows, "report": report, "models_root": str(models_root), "table": str(table),
             "store": str(store_dir)}
+
+
+def run_corpus_experiment(corpus: Path, work: Path, *, families: list[str], feature_sets: list[str],
+                          moses_type: str = defaults.EXPERIMENT_TYPE, src_lang: str = defaults.SRC_LANG,
+                          tgt_lang: str = defaults.TGT_LANG, threshold: int | None = None,
+                          heldout_fraction: float = defaults.HELDOUT_FRACTION,
+                          params: dict[str, dict[str, Any]] | None = None,
+                          log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """`experiment`: the corpus's store (built or reused under WORK/store), then every
+    family x feature set trained into WORK/models and evaluated (eval.studies.run_experiment)."""
+    from training.eval.studies import run_experiment
+    from training.moses.types import MosesType
+
+    mtype = MosesType.parse(moses_type)
+    store = work / "store"
+    work.mkdir(parents=True, exist_ok=True)
+    ensure_store(CorpusFiles.locate(corpus, src_lang, tgt_lang), store, mtype.extract_model,
+                 defaults.MAX_PHRASE_LENGTH, log)
+    return run_experiment(store, work / "models", families=families, feature_sets=feature_sets,
+                          moses_type=moses_type, threshold=threshold, heldout_fraction=heldout_fraction,
+                          params=params, log=log)

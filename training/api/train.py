@@ -5,13 +5,13 @@ type (one classifier per direction, backward first), split sentences (held-out t
 for `eval`, then a calibration tail of the training part), build the feature matrix
 (training.features.matrix.build_matrix, vocabulary counted on the fit sentences only), fit and
 calibrate one classifier per direction, and write the weight file with everything that
-reproduces it. The family is looked up in FAMILIES and receives hyper-parameters; this
+reproduces it. The family is looked up in the registry and built from its declared contract
+(training.families.base); this
 module must not know any family's internals, and families must not know about stores.
 """
 
 from __future__ import annotations
 
-import inspect
 import resource
 import time
 from dataclasses import dataclass
@@ -23,14 +23,15 @@ import scipy.sparse as sp
 
 from training import __version__
 from training.errors import InputError
-from training.families import FAMILIES
-from training.families.solvers.calibration import log_loss
+from training import defaults
+from training.families import get_family
 from training.features.spec import FeatureSpec
 from training.modelfile.model import write_model
-from training.moses.types import MosesType, type_labels
+from training.probability import log_loss, log_softmax
+from training.moses.types import MosesType, class_labels
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
-from training.features.matrix import DEFAULT_THRESHOLD, build_matrix
+from training.features.matrix import build_matrix
 
 
 @dataclass(frozen=True)
@@ -84,57 +85,6 @@ def select_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
     return X[rows]
 
 
-def own_features(family: str, mtype: MosesType) -> str | None:
-    """The feature set a family brings itself for this type; None: the caller chooses.
-
-    `default_features` is a default (hybrid: S7,pair); `features_by_language` (lexical)
-    is the identity the table is conditioned on, so it is the only choice for the type.
-    """
-    if family not in FAMILIES:
-        raise InputError(f"unknown family {family!r} (known: {', '.join(sorted(FAMILIES))})")
-    cls = FAMILIES[family]
-    by_language = getattr(cls, "features_by_language", None)
-    if by_language is None:
-        return getattr(cls, "default_features", None)
-    if mtype.language not in by_language:
-        raise InputError(f"family {family} cannot build {mtype}: it builds types conditioned on "
-                         f"{' or '.join(sorted(by_language))}")
-    return by_language[mtype.language]
-
-
-def family_features(family: str, mtype: MosesType, given: str | None) -> str:
-    """The feature set to train `family` on: `given`, else the family's own (own_features).
-
-    A family whose features define the model refuses any other set, so an -f type never
-    silently gets an fe table.
-    """
-    own = own_features(family, mtype)
-    if given is None:
-        if own is None:
-            raise InputError(f"--features is required for family {family}")
-        return own
-    fixed = hasattr(FAMILIES[family], "features_by_language")
-    if fixed and FeatureSpec.parse(given).name != FeatureSpec.parse(own).name:
-        raise InputError(f"family {family} with type {mtype} trains on --features {own} "
-                         f"(the table's conditioning), not {given}")
-    return given
-
-
-def family_params(family: str, given: dict[str, Any], implied: dict[str, Any]) -> dict[str, Any]:
-    """Constructor arguments: every explicitly given one must exist; implied ones
-    (n_classes, verbose, seed) are passed only where the family takes them."""
-    if family not in FAMILIES:
-        raise InputError(f"unknown family {family!r} (known: {', '.join(sorted(FAMILIES))})")
-    accepted = set(inspect.signature(FAMILIES[family].__init__).parameters) - {"self"}
-    unknown = sorted(set(given) - accepted)
-    if unknown:
-        raise InputError(f"family {family} has no hyper-parameter {', '.join(unknown)} "
-                         f"(it takes: {', '.join(sorted(accepted))})")
-    params = {k: v for k, v in implied.items() if k in accepted and v is not None}
-    params.update(given)
-    return params
-
-
 def drop_zero_rows(keys: np.ndarray, weights: np.ndarray, link: str, extras: dict[str, np.ndarray]
                    ) -> tuple[np.ndarray, np.ndarray, int]:
     """Leave out of the file the keys whose weight row is all zero, where that changes nothing.
@@ -171,23 +121,27 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def train_model(store_dir: str | Path, *, family: str, moses_type: str, features: str | None, out: str | Path,
-                threshold: int = DEFAULT_THRESHOLD, heldout_fraction: float = 0.1,
-                calibration_fraction: float = 0.05, params: dict[str, Any] | None = None,
-                seed: int | None = None, float16: bool = False, plot: str | Path | None = None,
-                verbose: bool = False, select_nmi: str | None = None) -> dict[str, Any]:
+def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str | Path,
+                features: str | None = None, threshold: int | None = None,
+                heldout_fraction: float = defaults.HELDOUT_FRACTION, calibration_fraction: float | None = None,
+                params: dict[str, Any] | None = None, seed: int = defaults.SEED, float16: bool = False,
+                plot: str | Path | None = None, verbose: bool = False, select_nmi: str | None = None
+                ) -> dict[str, Any]:
     """Train every direction of `moses_type` and write the weight file `out`; returns its metadata.
 
-    `features` None means the family's own set (family_features)."""
+    None for `features`, `threshold` or `calibration_fraction` means the family's own
+    default, else the project's (training.api.defaults.family_settings)."""
     start = time.perf_counter()
     mtype = MosesType.parse(moses_type)
-    spec = FeatureSpec.parse(family_features(family, mtype, features))
+    cls = get_family(family)
+    settings = defaults.family_settings(family, mtype.language, features=features, threshold=threshold,
+                                        calibration_fraction=calibration_fraction)
+    spec, threshold = FeatureSpec.parse(settings.features), settings.threshold
+    calibration_fraction = settings.calibration_fraction
+    cls.from_params(params)  # refuses an unknown hyper-parameter before any work
     store = ExampleStore.open(store_dir)
-    params = family_params(family, dict(params or {}),
-                           {"n_classes": len(mtype.classes), "seed": seed, "verbose": verbose})
     columns = mtype.store_columns()
-    for column in columns:
-        store.column_index(column)  # InputError naming the store if it lacks the labels
+    labels_of = {d: class_labels(store, mtype, d) for d in mtype.directions}  # InputError if absent
     split = SentenceSplit.make(store.n_sentences, heldout_fraction, calibration_fraction)
     sentence = store.sentence_of_examples()
     fit_rows = np.flatnonzero(split.fit[sentence])
@@ -208,8 +162,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         from training.features.selection import Selection, select_columns
 
         rule = Selection.parse(select_nmi)
-        fit_labels = [take_rows(type_labels(store.load_labels(c), mtype.orientation).astype(np.int64), fit_rows)
-                      for c in columns]
+        fit_labels = [take_rows(labels_of[d].astype(np.int64), fit_rows) for d in mtype.directions]
         keep, nmi = select_columns(X_fit, fit_labels, len(mtype.classes), rule)
         X_fit, X_cal, keys = X_fit[:, keep], X_cal[:, keep], matrix.keys[keep]
         selection_meta = {"rule": str(rule), "kept": int(keep.sum()), "of": int(keep.size),
@@ -218,7 +171,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
             raise InputError(f"--select-nmi {select_nmi}: no feature kept")
 
     fit_kwargs: dict[str, Any] = {}
-    if getattr(FAMILIES[family], "needs_pair_columns", False):  # the hybrid: which keys are pairs
+    if cls.needs_pair_columns:  # the hybrid: which keys are pairs
         from training.features.templates import pair_keys
 
         seen = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(split.fit)]
@@ -227,11 +180,12 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     models, directions_meta = [], {}
     t_train = time.perf_counter()
     for direction, column in zip(mtype.directions, columns):
-        labels = type_labels(store.load_labels(column), mtype.orientation).astype(np.int64)
+        labels = labels_of.pop(direction).astype(np.int64)
         if verbose:
             print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
         t0 = time.perf_counter()
-        model = FAMILIES[family](**params).fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)
+        model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose)
+        model.fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)
         fit_seconds = time.perf_counter() - t0
         info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
                                 "history": getattr(model, "history_", [])}
@@ -243,8 +197,8 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
             info["calibration"] = {
                 "examples": int(cal_rows.size),
                 "accuracy": float(np.mean(np.argmax(before, axis=1) == y_cal)),
-                "log_loss_before": log_loss(before, y_cal),
-                "log_loss": float(np.mean(-np.log(np.maximum(probs[np.arange(len(y_cal)), y_cal], 1e-300)))),
+                "log_loss_before": log_loss(log_softmax(before), y_cal),
+                "log_loss": log_loss(np.log(np.maximum(probs, 1e-300)), y_cal),
             }
         info["summary"] = model.fit_summary()
         models.append(model)
@@ -254,7 +208,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
     exported = [m.export_arrays() for m in models]
     arrays = {name: np.concatenate([e[name] for e in exported], axis=-1) for name in exported[0]}
     weights, bias = arrays.pop("weights"), arrays.pop("bias")
-    keys, weights, zero_rows = drop_zero_rows(keys, weights, FAMILIES[family].link, arrays)
+    keys, weights, zero_rows = drop_zero_rows(keys, weights, cls.link, arrays)
     corpus = store.meta.get("corpus", {})
     metadata = {
         "training": {
@@ -273,7 +227,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, features
         },
     }
     write_model(out, family=family, moses_type=str(mtype), keys=keys, weights=weights, bias=bias,
-                features=spec, threshold=threshold, link=FAMILIES[family].link,
+                features=spec, threshold=threshold, link=cls.link,
                 trainer=f"{type(models[0]).__module__}.{type(models[0]).__name__} (moses-reorder {__version__})",
                 hyperparameters=_jsonable({k: v for k, v in models[0].get_params().items() if k != "verbose"}),
                 corpus_fingerprint=corpus.get("sha256", "") if isinstance(corpus, dict) else str(corpus),

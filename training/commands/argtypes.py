@@ -6,6 +6,7 @@ argparse turns an ArgumentTypeError into a usage error (exit 2) naming the optio
 from __future__ import annotations
 
 import argparse
+import ast
 from collections.abc import Callable
 
 
@@ -33,3 +34,23 @@ def fraction(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"must be in [0, 1), not {value}")
     return value
+
+
+def hyperparameter(text: str) -> tuple[str, object]:
+    """NAME=VALUE -> (name, value): a Python literal, else the bare word (e.g. owlqn)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        parsed = value
+    return name.replace("-", "_"), parsed
+
+
+def family_hyperparameter(text: str) -> tuple[str, str, object]:
+    """FAMILY:NAME=VALUE -> (family, name, value), the value parsed as by hyperparameter."""
+    family, sep, rest = text.partition(":")
+    if not sep or not family:
+        raise argparse.ArgumentTypeError(f"expected FAMILY:NAME=VALUE, got {text!r}")
+    return (family, *hyperparameter(rest))

@@ -1,6 +1,6 @@
 """`moses-reorder features`: build and cache the feature matrix of an example store.
 
-Glue only: the vocabulary and matrix come from training/vocab.py. Several trainers on
+Argument parsing only; the work is training.api.feature_matrix. Several trainers on
 the same store, spec, threshold and split then reuse the cached matrix.
 """
 
@@ -9,23 +9,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from training import defaults
 from training.commands.argtypes import fraction, whole_number
-from training.features.spec import FeatureSpec
-from training.store.examples import ExampleStore
-from training.features.matrix import DEFAULT_THRESHOLD, build_matrix
 
 
 def run(args: argparse.Namespace) -> int:
-    store = ExampleStore.open(args.store)
-    spec = FeatureSpec.parse(args.features)
-    mask = None
-    if args.heldout:
-        from training.eval.split import heldout_sentences
-        mask = ~heldout_sentences(store.n_sentences, args.heldout)
-    fm = build_matrix(store, spec, args.threshold, mask, cache=True, progress=not args.quiet)
+    from training.api import feature_matrix
+
+    fm = feature_matrix(args.store, args.features, threshold=args.threshold, heldout_fraction=args.heldout,
+                        progress=not args.quiet)
     m = fm.meta
     if not args.quiet:
-        print(f"features {spec.name}: {fm.X.shape[0]} examples x {fm.X.shape[1]} features kept "
+        print(f"features {fm.spec.name}: {fm.X.shape[0]} examples x {fm.X.shape[1]} features kept "
               f"(seen > {args.threshold} times; {m['n_distinct']} distinct), {fm.X.nnz} non-zeros; "
               f"built in {m['seconds']} s; cache {fm.path}", file=sys.stderr)
     return 0
@@ -39,14 +34,12 @@ def register(subparsers) -> None:
                     "the CSR matrix under STORE/features/. Exit codes: 0 ok, 2 usage, 3 bad input.")
     p.add_argument("--store", required=True, help="example store made by `moses-reorder extract`")
     p.add_argument("--features", required=True, metavar="SPEC",
-                   help="S1..S15, or templates (words, boundaries, alignments, pair) with context=0..3 "
-                        "and anova=1|2|le2, comma-separated")
-    p.add_argument("--threshold", type=whole_number(0), default=DEFAULT_THRESHOLD,
+                   help="S1..S15, or templates (words, boundaries, alignments, pair, source) with "
+                        "context=0..3 and anova=1|2|le2, comma-separated")
+    p.add_argument("--threshold", type=whole_number(0), default=defaults.THRESHOLD,
                    help="keep features seen more than this many times (default %(default)s, as the papers)")
     p.add_argument("--heldout", type=fraction, default=0.0, metavar="FRACTION",
                    help="count the vocabulary without the last FRACTION of sentences (the held-out split "
                         "of eval/experiment; default 0: all sentences)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)
-
-

@@ -1,4 +1,7 @@
-"""`moses-reorder lexical`: example store -> Moses lexicalized reordering table (text or .gz)."""
+"""`moses-reorder lexical`: example store -> Moses lexicalized reordering table (text or .gz).
+
+Argument parsing only; the work is training.api.lexical_table.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,7 @@ import argparse
 import sys
 import time
 
-from training.errors import InputError
-from training.moses.table import DEFAULT_SMOOTHING, build_table
-from training.moses.types import MosesType
-from training.store.examples import ExampleStore
+from training import defaults
 
 
 def _smoothing(text: str) -> float:
@@ -26,16 +26,14 @@ def _smoothing(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from training.api import lexical_table
+
     started = time.perf_counter()
-    store = ExampleStore.open(args.store)
-    moses_type = MosesType.parse(args.model)
-    if moses_type.collapse:
-        raise InputError(f"--model {args.model}: collapseff is a decoder setting; the table is the same "
-                         "as for allff, give the type without it")
-    counts = build_table(store, moses_type, args.out, smoothing=args.smoothing)
+    counts = lexical_table(args.store, args.moses_type, args.out, smoothing=args.smoothing)
     if not args.quiet:
-        print(f"lexical: {store.n_examples} examples -> {counts.keys.size} rows of {moses_type} "
-              f"({', '.join(moses_type.outputs)}); {time.perf_counter() - started:.1f} s; table {args.out}",
+        mtype = counts.moses_type
+        print(f"lexical: {counts.pair_of_example.size} examples -> {counts.keys.size} rows of {mtype} "
+              f"({', '.join(mtype.outputs)}); {time.perf_counter() - started:.1f} s; table {args.out}",
               file=sys.stderr)
     return 0
 
@@ -47,10 +45,11 @@ def register(subparsers) -> None:
                     "Moses's text format (gzip when --out ends in .gz), as lexical-reordering-score "
                     "writes it. Exit codes: 0 ok, 2 usage, 3 bad input.")
     p.add_argument("--store", required=True, help="example store made by `moses-reorder extract`")
-    p.add_argument("--model", required=True, metavar="TYPE",
+    # --type as in `train`; --model is the older spelling (Moses's scorer calls it a model).
+    p.add_argument("--type", "--model", required=True, dest="moses_type", metavar="TYPE",
                    help="Moses reordering type, e.g. hier-msd-bidirectional-fe or wbe-msd-backward-f")
     p.add_argument("--out", required=True, help="table file to write (atomically); .gz compresses")
-    p.add_argument("--smoothing", type=_smoothing, default=DEFAULT_SMOOTHING,
+    p.add_argument("--smoothing", type=_smoothing, default=defaults.SMOOTHING,
                    help="constant added to every class count (Moses's default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=run)

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 from training.commands.argtypes import fraction, whole_number
-from training.api.pipeline import EMBEDDED_CORPUS
+from training import defaults
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.api.pipeline import run_pipeline
+    from training.api import run_pipeline
 
     families = None if args.families is None else [f.strip() for f in args.families.split(",") if f.strip()]
     result = run_pipeline(Path(args.corpus), Path(args.out), src_lang=args.src_lang, tgt_lang=args.tgt_lang,
@@ -37,17 +37,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "table, train every model family, evaluate them on held-out sentences and publish "
                     "them into a model repository that `moses-reorder serve` loads. Without --corpus it "
                     "runs on the embedded 3k-pair ja-en slice of the Tanaka Corpus.")
-    p.add_argument("--corpus", default=str(EMBEDDED_CORPUS),
+    p.add_argument("--corpus", default=str(defaults.EMBEDDED_CORPUS),
                    help="directory with train.SRC, train.TGT and train.align (default: the embedded tanaka-3k)")
-    p.add_argument("--src-lang", default="ja", help="source file suffix (default ja)")
-    p.add_argument("--tgt-lang", default="en", help="target file suffix (default en)")
-    p.add_argument("--out", default="work/pipeline", help="output directory (default work/pipeline)")
-    p.add_argument("--type", default="hier-msd-bidirectional-fe",
-                   help="Moses reordering type the models serve (default hier-msd-bidirectional-fe)")
-    p.add_argument("--features", default="S7", help="feature set, S1..S15 or a combination (default S7)")
+    p.add_argument("--src-lang", default=defaults.SRC_LANG, help="source file suffix (default %(default)s)")
+    p.add_argument("--tgt-lang", default=defaults.TGT_LANG, help="target file suffix (default %(default)s)")
+    p.add_argument("--out", default=defaults.PIPELINE_OUT, help="output directory (default %(default)s)")
+    p.add_argument("--type", default=defaults.MOSES_TYPE,
+                   help="Moses reordering type the models serve (default %(default)s)")
+    p.add_argument("--features", default=defaults.FEATURES,
+                   help="feature set of the families without their own, S1..S15 or a combination "
+                        "(default %(default)s)")
     p.add_argument("--families", help="comma-separated families (default: all)")
     p.add_argument("--name", help="model name prefix in the repository (default: the corpus directory's name)")
-    p.add_argument("--max-phrase-length", type=whole_number(1), default=7, help="maximum phrase length (default 7)")
-    p.add_argument("--heldout-fraction", type=fraction, default=0.1,
-                   help="last fraction of sentences held out for evaluation (default 0.1)")
+    p.add_argument("--max-phrase-length", type=whole_number(1), default=defaults.MAX_PHRASE_LENGTH,
+                   help="maximum phrase length (default %(default)s)")
+    p.add_argument("--heldout-fraction", type=fraction, default=defaults.HELDOUT_FRACTION,
+                   help="last fraction of sentences held out for evaluation (default %(default)s)")
     p.set_defaults(func=run)

@@ -1,28 +1,19 @@
 """`moses-reorder train`: example store -> one weight file for one Moses type string.
 
-Argument parsing only; the work is training.api.train.train_model. Hyper-parameters go to
-the family by name: --C, --eps, --max-passes, and any other as --param NAME=VALUE.
+Argument parsing only; the work and every default are training.api.train_model's.
+Hyper-parameters go to the family by name: --C, --eps, --max-passes, and any other as
+--param NAME=VALUE.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import time
 
+from training import defaults
+from training.commands.argtypes import hyperparameter
 from training.errors import InputError
 from training.families import FAMILIES
-
-
-def _param(text: str) -> tuple[str, object]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"--param expects NAME=VALUE, got {text!r}")
-    try:
-        parsed = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        parsed = value  # a bare word such as owlqn
-    return name.replace("-", "_"), parsed
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,17 +34,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--C", type=float, help="regularisation: SVM penalty C, or sigma^2 for dual-mlr/maxent")
     p.add_argument("--eps", type=float, help="stopping / shrinking tolerance (svm, dual-mlr)")
     p.add_argument("--max-passes", type=int, help="maximum passes (iterations for maxent)")
-    p.add_argument("--param", action="append", type=_param, default=[], metavar="NAME=VALUE",
+    p.add_argument("--param", action="append", type=hyperparameter, default=[], metavar="NAME=VALUE",
                    help="any other family hyper-parameter, e.g. solver=owlqn; repeatable")
-    p.add_argument("--seed", type=int, default=0, help="random seed (visiting order); default 0")
+    p.add_argument("--seed", type=int, default=defaults.SEED,
+                   help="random seed (visiting order); default %(default)s")
     p.add_argument("--threshold", type=int,
                    help="keep features seen more than this many times in training (default: the "
-                        "family's, else the feature builder's, 10 as in the papers)")
-    p.add_argument("--heldout-fraction", type=float, default=0.1,
-                   help="last fraction of sentences left out for evaluation (default 0.1)")
+                        f"family's, else {defaults.THRESHOLD} as in the papers)")
+    p.add_argument("--heldout-fraction", type=float, default=defaults.HELDOUT_FRACTION,
+                   help="last fraction of sentences left out for evaluation (default %(default)s; "
+                        "0 trains a model for decoding on every sentence)")
     p.add_argument("--calibration-fraction", type=float,
                    help="last fraction of the training sentences used to calibrate probabilities "
-                        "(default 0.05, or the family's: 0 for lexical; 0 = none)")
+                        f"(default {defaults.CALIBRATION_FRACTION}, or the family's: 0 for lexical; 0 = none)")
     p.add_argument("--select-nmi", metavar="RULE",
                    help="keep features by normalised mutual information with the class (Bayesian "
                         "paper eqs. 14-16): a fraction such as 0.5, top-k:N, or threshold:T")
@@ -64,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.api.train import DEFAULT_THRESHOLD, train_model
+    from training.api import train_model
 
     given = {name: value for name, value in (("C", args.C), ("eps", args.eps),
                                              ("max_passes", args.max_passes)) if value is not None}
@@ -73,13 +66,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"hyper-parameter {name} given twice")
         given[name] = value
     start = time.perf_counter()
-    cls = FAMILIES[args.family]
-    threshold = args.threshold if args.threshold is not None else getattr(cls, "default_threshold", DEFAULT_THRESHOLD)
-    calibration = (args.calibration_fraction if args.calibration_fraction is not None
-                   else getattr(cls, "default_calibration_fraction", 0.05))
     meta = train_model(args.store, family=args.family, moses_type=args.moses_type, features=args.features,
-                       out=args.out, threshold=threshold, heldout_fraction=args.heldout_fraction,
-                       calibration_fraction=calibration, params=given, seed=args.seed,
+                       out=args.out, threshold=args.threshold, heldout_fraction=args.heldout_fraction,
+                       calibration_fraction=args.calibration_fraction, params=given, seed=args.seed,
                        float16=args.float16, plot=args.plot, verbose=not args.quiet,
                        select_nmi=args.select_nmi)
     if not args.quiet:

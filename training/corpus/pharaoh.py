@@ -2,13 +2,18 @@
 
 Alignments of a whole corpus live as links int32 [k, 2] (0-based src, tgt) plus offsets
 int64 [n_sentences + 1]; this module turns that shape into text and back in numba, so a
-50k-line corpus costs no per-link Python objects. It only checks syntax: whether an
-index fits its sentence is the caller's business (it knows the sentence lengths).
+50k-line corpus costs no per-link Python objects. It is the project's one Pharaoh
+parser (corpus reading for extraction and the aligner's outputs both use it). Its rules
+are Moses's tokenization: links are separated by runs of spaces and tabs only, so a
+carriage return (a Windows line ending) makes a line malformed, as it would make the
+token unreadable for Moses's extract. It only checks syntax: whether an index fits its
+sentence is the caller's business (it knows the sentence lengths).
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 import numba
 import numpy as np
@@ -16,11 +21,8 @@ import numpy as np
 from training.errors import InputError
 
 _MAX_DIGITS = 9  # indices stay far below 10**9; more digits is garbage, not a sentence
+_POINT = re.compile(r"\d{1,%d}-\d{1,%d}" % (_MAX_DIGITS, _MAX_DIGITS))
 
-_ERRORS = {
-    1: "expected a link 'i-j' (two non-negative integers joined by '-')",
-    2: "index has too many digits",
-}
 
 
 @numba.njit(nogil=True, cache=True)
@@ -44,7 +46,7 @@ def _parse(data):
             offsets[line] = k
             p += 1
             continue
-        if c == 32 or c == 9 or c == 13:
+        if c == 32 or c == 9:
             p += 1
             continue
         for side in range(2):
@@ -63,7 +65,7 @@ def _parse(data):
                 if p >= n or data[p] != 45:
                     return links[:0], offsets, 1, line + 1
                 p += 1
-        if p < n and not (data[p] == 32 or data[p] == 9 or data[p] == 13 or data[p] == 10):
+        if p < n and not (data[p] == 32 or data[p] == 9 or data[p] == 10):
             return links[:0], offsets, 1, line + 1
         k += 1
     if line < n_lines:
@@ -78,8 +80,20 @@ def parse_links(data: bytes, path: str | os.PathLike) -> tuple[np.ndarray, np.nd
     """
     links, offsets, code, line = _parse(np.frombuffer(data, dtype=np.uint8))
     if code:
-        raise InputError(_ERRORS[code], path, line)
+        raise InputError(_describe(data, line, code), path, line)
     return links, offsets
+
+
+def _describe(data: bytes, line: int, code: int) -> str:
+    """What is wrong with 1-based `line` (the slow path, run once for the error)."""
+    text = data.split(b"\n")[line - 1].decode("utf-8", "replace")
+    for token in text.replace("\t", " ").split(" "):
+        if token and not _POINT.fullmatch(token):
+            hint = " (a carriage return: convert Windows line endings)" if "\r" in token else ""
+            return f"malformed alignment point {token!r} (expected i-j, 0-based){hint}"
+    if code == 2:
+        return f"alignment index has more than {_MAX_DIGITS} digits"
+    return "malformed alignment line (expected links i-j separated by spaces)"
 
 
 @numba.njit(nogil=True, cache=True)

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 
+from training.corpus.pharaoh import parse_links
 from training.errors import InputError
 
 #: Spans are stored as int16, so no sentence may be longer than this.
@@ -32,8 +31,6 @@ DEFAULT_MAX_SENTENCE_LENGTH = 1000
 #: Moses's field separator; a token equal to it would make every text output ambiguous.
 FIELD_SEPARATOR = "|||"
 _LINE_BATCH = 16384
-
-_POINT = re.compile(r"(\d+)-(\d+)")
 
 
 @dataclass(frozen=True)
@@ -128,89 +125,24 @@ def _encode_side(lines: list[str], path: Path, max_len: int) -> tuple[list[str],
     return list(vocab), ids, offsets
 
 
-def _alignment_line_error(line: str, path: Path, lineno: int, n_src: int, n_tgt: int) -> InputError:
-    """Find and describe the first problem of one alignment line (the slow, exact path)."""
-    for token in tokenize(line):
-        m = _POINT.fullmatch(token)
-        if m is None:
-            return InputError(f"malformed alignment point {token!r} (expected i-j, 0-based)", path, lineno)
-        s, t = int(m.group(1)), int(m.group(2))
-        if s >= n_src or t >= n_tgt:
-            return InputError(f"alignment point {token} out of range: source has {n_src} tokens, "
-                              f"target has {n_tgt}", path, lineno)
-    return InputError("malformed alignment line", path, lineno)
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _read_number(buf, i):
-    """Decimal digits at buf[i:] (at most 12): (value, next index, digit count)."""
-    value = 0
-    digits = 0
-    while i < buf.shape[0] and 48 <= buf[i] <= 57 and digits < 12:
-        value = value * 10 + (buf[i] - 48)
-        digits += 1
-        i += 1
-    return value, i, digits
-
-
-@nb.njit(nogil=True, cache=True)
-def _scan_pharaoh(buf, n_lines):
-    """One pass over the alignment bytes: (points [k,2], line of each point, first bad line or -1).
-
-    A line is runs of ' '/'\\t' separating tokens `digits-digits`; anything else makes the
-    line bad, and the caller re-reads that line to say exactly what is wrong.
-    """
-    cap = max(16, buf.shape[0] // 3)
-    points = np.empty((cap, 2), dtype=np.int64)
-    line_of = np.empty(cap, dtype=np.int64)
-    k = 0
-    line = 0
-    i = 0
-    n = buf.shape[0]
-    while i < n:
-        c = buf[i]
-        if c == 10:
-            line += 1
-            i += 1
-        elif c == 32 or c == 9:
-            i += 1
-        else:
-            a, i, da = _read_number(buf, i)
-            if da == 0 or da == 12 or i >= n or buf[i] != 45:
-                return points[:k], line_of[:k], line
-            b, i, db = _read_number(buf, i + 1)
-            if db == 0 or db == 12 or (i < n and buf[i] != 32 and buf[i] != 9 and buf[i] != 10):
-                return points[:k], line_of[:k], line
-            if line >= n_lines:
-                return points[:k], line_of[:k], line
-            points[k, 0] = a
-            points[k, 1] = b
-            line_of[k] = line
-            k += 1
-    return points[:k], line_of[:k], -1
-
-
-def _parse_alignment(lines: list[str], data: bytes, path: Path, src_len: np.ndarray, tgt_len: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Parse Pharaoh `i-j` points in one numba pass; a bad line is re-read to name the problem."""
-    n = len(lines)
-    numbers, sentence, bad_line = _scan_pharaoh(np.frombuffer(data, dtype=np.uint8), n)
-    if bad_line >= 0:
-        raise _alignment_line_error(lines[bad_line], path, bad_line + 1, int(src_len[bad_line]),
-                                    int(tgt_len[bad_line]))
-    bad = np.flatnonzero((numbers[:, 0] >= src_len[sentence]) | (numbers[:, 1] >= tgt_len[sentence]))
+def _check_alignment(links: np.ndarray, offsets: np.ndarray, path: Path, src_len: np.ndarray,
+                     tgt_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every point inside its sentence (InputError naming the line); exact duplicates
+    dropped, keeping the first occurrence and the file's order."""
+    n = src_len.shape[0]
+    sentence = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    bad = np.flatnonzero((links[:, 0] >= src_len[sentence]) | (links[:, 1] >= tgt_len[sentence]))
     if bad.size:
-        i = int(sentence[bad[0]])
-        raise _alignment_line_error(lines[i], path, i + 1, int(src_len[i]), int(tgt_len[i]))
-    # Drop exact duplicates, keeping the first occurrence and the file's order.
+        i, (s, t) = int(sentence[bad[0]]), links[bad[0]]
+        raise InputError(f"alignment point {s}-{t} out of range: source has {src_len[i]} tokens, "
+                         f"target has {tgt_len[i]}", path, i + 1)
     width = HARD_MAX_SENTENCE_LENGTH + 1
-    key = (sentence * width + numbers[:, 0]) * width + numbers[:, 1]
+    key = (sentence * width + links[:, 0]) * width + links[:, 1]
     _, first = np.unique(key, return_index=True)
     keep = np.sort(first)
-    align = numbers[keep].astype(np.int16)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sentence[keep], minlength=n), out=offsets[1:])
-    return align, offsets
+    align_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sentence[keep], minlength=n), out=align_offsets[1:])
+    return links[keep].astype(np.int16), align_offsets
 
 
 def read_corpus(src: str | os.PathLike, tgt: str | os.PathLike, align: str | os.PathLike,
@@ -229,7 +161,9 @@ def read_corpus(src: str | os.PathLike, tgt: str | os.PathLike, align: str | os.
                              path, min(len(lines), n) + 1)
     src_vocab, src_ids, src_offsets = _encode_side(src_lines, paths[0], max_sentence_length)
     tgt_vocab, tgt_ids, tgt_offsets = _encode_side(tgt_lines, paths[1], max_sentence_length)
-    align_arr, align_offsets = _parse_alignment(align_lines, align_data, paths[2], np.diff(src_offsets), np.diff(tgt_offsets))
+    links, link_offsets = parse_links(align_data, paths[2])  # one line per sentence: counted above
+    align_arr, align_offsets = _check_alignment(links, link_offsets, paths[2], np.diff(src_offsets),
+                                                np.diff(tgt_offsets))
     combined = hashlib.sha256(f"{src_sha}\n{tgt_sha}\n{align_sha}\n".encode()).hexdigest()
     fingerprint = {
         "sha256": combined,

@@ -22,10 +22,9 @@ import numpy as np
 from training import __version__
 from training.errors import InputError
 from training.features.templates import pair_keys
-from training.moses.table import type_class_labels
 from training.eval.metrics import classification_summary
 from training.modelfile.model import LoadedModel, load_model
-from training.moses.types import MosesType
+from training.moses.types import MosesType, class_labels
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
 
@@ -103,7 +102,7 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
         "directions": {},
     }
     for d, direction in enumerate(mtype.directions):
-        y = type_class_labels(store, mtype, direction).astype(np.int64)[examples]
+        y = class_labels(store, mtype, direction).astype(np.int64)[examples]
         p = probs[:, d * K:(d + 1) * K]
         report["directions"][direction] = {
             name: classification_summary(y[mask], p[mask], mtype.classes)

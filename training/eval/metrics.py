@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from training.probability import log_loss_of_proba
+
 # Moses floors ln p at -100 (MOSES-NOTES section 3); the log-loss uses the same floor so
 # one zero probability cannot make the mean infinite.
-LOG_FLOOR = -100.0
 
 
 def confusion_matrix(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> np.ndarray:
@@ -33,15 +34,6 @@ def precision_recall_f1(confusion: np.ndarray) -> dict[str, np.ndarray]:
     denom = precision + recall
     f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(tp), where=denom > 0)
     return {"precision": precision, "recall": recall, "f1": f1}
-
-
-def log_loss(y_true: np.ndarray, proba: np.ndarray) -> float:
-    """Mean -ln p(true class), with ln p floored at -100 as Moses does."""
-    if len(y_true) == 0:
-        return float("nan")
-    p = proba[np.arange(len(y_true)), np.asarray(y_true, dtype=np.int64)].astype(np.float64)
-    with np.errstate(divide="ignore"):
-        return float(-np.maximum(np.log(p), LOG_FLOOR).mean())
 
 
 def expected_calibration_error(y_true: np.ndarray, proba: np.ndarray, n_bins: int = 15) -> float:
@@ -74,6 +66,6 @@ def classification_summary(y_true: np.ndarray, proba: np.ndarray, classes: tuple
         "precision": prf["precision"].tolist(),
         "recall": prf["recall"].tolist(),
         "f1": prf["f1"].tolist(),
-        "log_loss": log_loss(y_true, proba),
+        "log_loss": log_loss_of_proba(proba, y_true),
         "ece": expected_calibration_error(y_true, proba),
     }

@@ -20,20 +20,21 @@ import numpy as np
 
 from training.errors import InputError
 from training.eval.evaluate import evaluate
-from training.families import FAMILIES
+from training.families import get_family
 from training.features.spec import FeatureSpec
-from training.moses.types import MosesType
+from training.moses.types import MosesType, class_labels
 from training.features.selection import Selection, feature_nmi
 from training.store.examples import ExampleStore
-from training.api.train import SentenceSplit, own_features, select_rows, train_model
-from training.features.matrix import DEFAULT_THRESHOLD, build_matrix
+from training.api.train import SentenceSplit, select_rows, train_model
+from training import defaults
+from training.features.matrix import build_matrix
 
 DEFAULT_FRACTIONS = (1.0, 0.75, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02)
 
 
 def selection_curve(store_dir: str | os.PathLike, features: str, moses_type: str,
-                    family: str = "nb-map", threshold: int = DEFAULT_THRESHOLD,
-                    fractions: tuple[float, ...] = DEFAULT_FRACTIONS, heldout_fraction: float = 0.1
+                    family: str = "nb-map", threshold: int = defaults.THRESHOLD,
+                    fractions: tuple[float, ...] = DEFAULT_FRACTIONS, heldout_fraction: float = defaults.HELDOUT_FRACTION
                     ) -> dict[str, Any]:
     """NMI per feature (first direction) and held-out error per kept fraction.
 
@@ -47,16 +48,14 @@ def selection_curve(store_dir: str | os.PathLike, features: str, moses_type: str
     matrix = build_matrix(store, FeatureSpec.parse(features), threshold, split.fit)
     sentence = store.sentence_of_examples()
     fit_rows, test_rows = np.flatnonzero(split.fit[sentence]), np.flatnonzero(split.heldout[sentence])
-    from training.moses.table import type_class_labels
-
-    y = type_class_labels(store, mtype, mtype.directions[0]).astype(np.int64)
+    y = class_labels(store, mtype, mtype.directions[0]).astype(np.int64)
     X_fit, X_test = select_rows(matrix.X, fit_rows), select_rows(matrix.X, test_rows)
     K = len(mtype.classes)
     nmi = feature_nmi(X_fit, y[fit_rows], K)
     points = []
     for fraction in fractions:
         keep = Selection("fraction", fraction).mask(nmi)
-        model = FAMILIES[family](n_classes=K, temperature_scaling=False).fit(X_fit[:, keep], y[fit_rows])
+        model = get_family(family)(n_classes=K, temperature_scaling=False).fit(X_fit[:, keep], y[fit_rows])
         error = float(np.mean(model.predict(X_test[:, keep]) != y[test_rows]))
         points.append({"fraction": fraction, "kept": int(keep.sum()),
                        "min_nmi": float(nmi[keep].min()) if keep.any() else None, "error": error})
@@ -66,7 +65,7 @@ def selection_curve(store_dir: str | os.PathLike, features: str, moses_type: str
 
 def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, families: list[str],
                    feature_sets: list[str], moses_type: str, threshold: int | None = None,
-                   heldout_fraction: float = 0.1, params: dict[str, dict[str, Any]] | None = None,
+                   heldout_fraction: float = defaults.HELDOUT_FRACTION, params: dict[str, dict[str, Any]] | None = None,
                    log=print) -> list[dict[str, Any]]:
     """Train and evaluate every family x feature set; one row per model (first direction).
 
@@ -74,31 +73,27 @@ def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, 
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for family in families:
-        if family not in FAMILIES:
-            raise InputError(f"unknown family {family!r} (known: {', '.join(sorted(FAMILIES))})")
-    rows: list[dict[str, Any]] = []
     mtype = MosesType.parse(moses_type)
-    for family in families:
-        cls = FAMILIES[family]
-        own = own_features(family, mtype)
-        for features in ([own] if own else feature_sets):
-            name = f"{family}-{FeatureSpec.parse(features).name}".replace(",", "_").replace("=", "")
+    classes = {family: get_family(family) for family in families}  # InputError for an unknown one
+    rows: list[dict[str, Any]] = []
+    for family, cls in classes.items():
+        own = cls.features_by_language is not None or cls.default_features is not None
+        for features in ([None] if own else feature_sets):
+            settings = defaults.family_settings(family, mtype.language, features=features,
+                                                threshold=None if own else threshold)
+            name = f"{family}-{FeatureSpec.parse(settings.features).name}".replace(",", "_").replace("=", "")
             path = out_dir / f"{name}.mrw"
-            thr = getattr(cls, "default_threshold", None) if own else None
-            if thr is None:
-                thr = DEFAULT_THRESHOLD if threshold is None else threshold
             t = time.perf_counter()
-            meta = train_model(store_dir, family=family, moses_type=moses_type, features=features, out=path,
-                               threshold=thr, heldout_fraction=heldout_fraction,
-                               calibration_fraction=getattr(cls, "default_calibration_fraction", 0.05),
+            meta = train_model(store_dir, family=family, moses_type=moses_type, features=settings.features,
+                               out=path, threshold=settings.threshold, heldout_fraction=heldout_fraction,
+                               calibration_fraction=settings.calibration_fraction,
                                params=(params or {}).get(family, {}))
             wall = time.perf_counter() - t
             report = evaluate(path, store_dir, heldout_fraction)
             direction = mtype.directions[0]
             result = report["directions"][direction]
             training = meta["training"]
-            row = {"family": family, "features": FeatureSpec.parse(features).name, "model": str(path),
+            row = {"family": family, "features": FeatureSpec.parse(settings.features).name, "model": str(path),
                    "seconds": sum(d["fit_seconds"] for d in training["directions"].values()),
                    "feature_seconds": training["feature_seconds"], "wall_seconds": wall,
                    "peak_memory_bytes": training["peak_memory_bytes"], "direction": direction,

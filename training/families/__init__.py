@@ -1,18 +1,12 @@
-"""Model families: one module each, registered in FAMILIES by name."""
+"""Model families: one module each, registered by name (registry.py) as it is imported.
 
-from training.families.dual_mlr import DualMLR
-from training.families.hybrid import HybridBackoff
-from training.families.lexical import LexicalTable
-from training.families.maxent import MaxEnt
-from training.families.naive_bayes import MultinomialNBBayes, MultinomialNBMap
-from training.families.svm import MulticlassSVM
+The imports below fill the registry in the order `pipeline` trains the families.
+"""
 
-FAMILIES = {
-    "svm": MulticlassSVM,
-    "dual-mlr": DualMLR,
-    "maxent": MaxEnt,
-    "nb-map": MultinomialNBMap,
-    "nb-bayes": MultinomialNBBayes,
-    "lexical": LexicalTable,
-    "hybrid": HybridBackoff,
-}
+# isort: off
+from training.families import svm, dual_mlr, maxent, naive_bayes, lexical, hybrid  # noqa: F401  (they register)
+# isort: on
+from training.families.base import ReorderingClassifier
+from training.families.registry import FAMILIES, get_family, register
+
+__all__ = ["FAMILIES", "ReorderingClassifier", "get_family", "register"]

@@ -1,30 +1,100 @@
 """The contract every model family implements (scikit-learn's estimator shape).
 
 A family is one module in `training/families/` with one class deriving from
-`ReorderingClassifier`. The CLI, the evaluator and the server never branch on the
-family: they call `fit`, `predict_proba` and `export`, and a loaded weight file scores
-through the link function named by `link`.
+`ReorderingClassifier`, registered by name with `@register` (registry.py). Everything
+the training entry point may ask of a family is declared here with its default, so
+`training.api` reads attributes instead of probing with getattr/hasattr, and the CLI,
+the evaluator and the server never branch on the family: they call `fit`,
+`predict_proba` and `export_arrays`, and a loaded weight file scores through the link
+function named by `link`. A family must not know about stores, files or the CLI.
 """
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+
+from training.errors import InputError
+from training.families.solvers.sparse import check_Xy
+from training.probability import softmax
+
+# Constructor arguments `training.api` fills in itself where a family accepts them.
+IMPLIED_PARAMS = ("n_classes", "seed", "verbose")
 
 
 class ReorderingClassifier(ABC):
     """One classifier for one direction: X (CSR, n x F) -> K orientation classes.
 
     `__init__` stores hyper-parameters only. `fit` learns `coef_` [F x K] float32 and
-    `intercept_` [K] and returns self. `history_` (optional) is a list of per-pass dicts
-    (pass, active, objective/gap, seconds) for the papers' Figure 1.
+    `intercept_` [K] and returns self. `history_` is a list of per-pass dicts (pass,
+    active, objective, seconds) for the papers' Figure 1.
     """
 
     family: ClassVar[str]
     link: ClassVar[str] = "softmax"
+    # Feature set used when the caller gives none; None: the caller must choose.
+    default_features: ClassVar[str | None] = None
+    # Feature-count threshold and calibration tail of this family; None: the entry
+    # point's defaults (training.api.defaults).
+    default_threshold: ClassVar[int | None] = None
+    default_calibration_fraction: ClassVar[float | None] = None
+    # A family whose single feature IS the model's conditioning (lexical: the pair for
+    # -fe types, the source phrase for -f types) maps the type's language to that set
+    # and trains on nothing else.
+    features_by_language: ClassVar[Mapping[str, str] | None] = None
+    # The hybrid must know which columns are phrase-pair identities: `fit` then gets
+    # `pair_columns=bool[F]`.
+    needs_pair_columns: ClassVar[bool] = False
+
+    # ----- building one from hyper-parameters -----
+    @classmethod
+    def accepted_params(cls) -> set[str]:
+        return set(inspect.signature(cls.__init__).parameters) - {"self"}
+
+    @classmethod
+    def from_params(cls, given: Mapping[str, Any] | None = None, **implied: Any) -> "ReorderingClassifier":
+        """An instance from user hyper-parameters `given` (each must exist) plus the
+        IMPLIED_PARAMS (n_classes, seed, verbose), passed only where the family takes them."""
+        given = dict(given or {})
+        accepted = cls.accepted_params()
+        unknown = sorted(set(given) - accepted)
+        if unknown:
+            raise InputError(f"family {cls.family} has no hyper-parameter {', '.join(unknown)} "
+                             f"(it takes: {', '.join(sorted(accepted))})")
+        params = {k: v for k, v in implied.items() if k in accepted and v is not None}
+        params.update(given)
+        return cls(**params)
+
+    @classmethod
+    def feature_set(cls, language: str, given: str | None) -> str:
+        """The feature set to train on for a type conditioned on `language` (f or fe)."""
+        if cls.features_by_language is not None:
+            if language not in cls.features_by_language:
+                raise InputError(f"family {cls.family} builds types conditioned on "
+                                 f"{' or '.join(sorted(cls.features_by_language))}, not -{language}")
+            own = cls.features_by_language[language]
+            if given is not None:
+                from training.features.spec import FeatureSpec
+
+                if FeatureSpec.parse(given).name != FeatureSpec.parse(own).name:
+                    raise InputError(f"family {cls.family} with a -{language} type trains on --features "
+                                     f"{own} (the table's conditioning), not {given}")
+            return own
+        if given is not None:
+            return given
+        if cls.default_features is None:
+            raise InputError(f"--features is required for family {cls.family}")
+        return cls.default_features
+
+    # ----- the estimator -----
+    def check_Xy(self, X: sp.csr_matrix, y: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, int]:
+        """The one input check at `fit`: CSR, integer labels in [0, n_classes); (X, y, K)."""
+        return check_Xy(X, y, getattr(self, "n_classes", None))
 
     @abstractmethod
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "ReorderingClassifier": ...
@@ -33,11 +103,7 @@ class ReorderingClassifier(ABC):
     def decision_function(self, X: sp.csr_matrix) -> np.ndarray: ...
 
     def predict_proba(self, X: sp.csr_matrix) -> np.ndarray:
-        scores = self.decision_function(X).astype(np.float64)
-        scores -= scores.max(axis=1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
-        return scores
+        return softmax(self.decision_function(X))
 
     def predict(self, X: sp.csr_matrix) -> np.ndarray:
         return np.argmax(self.decision_function(X), axis=1)
@@ -47,7 +113,7 @@ class ReorderingClassifier(ABC):
         return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
 
     def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "ReorderingClassifier":
-        """Adjust probabilities on held-out rows (train.py calls it for every family).
+        """Adjust probabilities on held-out rows (training.api calls it for every family).
 
         Default: nothing (a likelihood-trained family is calibrated already). A family
         whose scores are margins overrides it and folds the result into export_arrays.

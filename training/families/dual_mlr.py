@@ -29,9 +29,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from training.families.base import ReorderingClassifier
+from training.families.registry import register
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
 from training.families.solvers.shrinking import run_shrinking
-from training.families.solvers.sparse import check_Xy, decision_scores, row_axpy, row_dot
+from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
 
 
 _LOG_TINY = np.log(1e-300)  # alpha never reaches 0: eq. 9 is undefined there
@@ -165,6 +166,7 @@ def _mlr_pass(indptr, indices, data, bias, C, w, log_alpha, index, active, tol,
     return active, max_violation, updates
 
 
+@register
 class DualMLR(ReorderingClassifier):
     """Multinomial LR (eq. 6 with sigma^2 = C) solved in the dual by shrinking EG.
 
@@ -190,7 +192,7 @@ class DualMLR(ReorderingClassifier):
         self.verbose = verbose
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "DualMLR":
-        X, y, K = check_Xy(X, y, self.n_classes)
+        X, y, K = self.check_Xy(X, y)
         n, F = X.shape
         C, bias = float(self.C), float(self.bias)
         alpha = np.full((n, K), self.init_eps / (K - 1), dtype=np.float64)  # eq. 15

@@ -35,15 +35,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import logsumexp
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
-from training.families.naive_bayes import LOG_FLOOR, class_feature_counts
+from training.families.registry import get_family, register
+from training.families.naive_bayes import class_feature_counts
+from training.probability import LOG_FLOOR, log_loss, log_softmax, softmax
 
 BETAS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
+@register
 class HybridBackoff(ReorderingClassifier):
     """Lexical counts backing off to a classifier trained on rare pairs."""
 
@@ -65,27 +67,17 @@ class HybridBackoff(ReorderingClassifier):
         self.verbose = verbose
 
     def _base_model(self) -> ReorderingClassifier:
-        from training.families import FAMILIES
-
-        if self.base not in FAMILIES or FAMILIES[self.base].link != "softmax" or self.base in ("hybrid", "lexical"):
+        base = get_family(self.base)
+        if base.link != "softmax" or base.features_by_language is not None or base.needs_pair_columns:
             raise InputError(f"hybrid: base {self.base!r} must be a softmax-link classifier family "
                              "(maxent, dual-mlr, svm, nb-map)")
-        import inspect
-
-        params = dict(self.base_params or {})
-        accepted = inspect.signature(FAMILIES[self.base].__init__).parameters
-        for name, value in (("n_classes", self.n_classes), ("verbose", self.verbose)):
-            if name in accepted:
-                params.setdefault(name, value)
-        return FAMILIES[self.base](**params)
+        return base.from_params(self.base_params, n_classes=self.n_classes, verbose=self.verbose)
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray, pair_columns: np.ndarray | None = None) -> "HybridBackoff":
         if pair_columns is None:
             raise InputError("hybrid: needs the pair-identity columns (train it with `moses-reorder train "
                              "--family hybrid --features S7,pair`)")
-        X = sp.csr_matrix(X)
-        y = np.asarray(y, dtype=np.int64)
-        K = self.n_classes or int(y.max()) + 1
+        X, y, K = self.check_Xy(X, y)
         self.pair_columns_ = np.asarray(pair_columns, dtype=bool)
         pairs = np.flatnonzero(self.pair_columns_)
         X_pair = X[:, pairs]
@@ -118,7 +110,7 @@ class HybridBackoff(ReorderingClassifier):
     def _refresh_base(self) -> None:
         """Base scores of the pair rows and qbar, each pair's mean base prediction."""
         self._Z = np.asarray(self.base_model_.decision_function(self._X_rows), dtype=np.float64)
-        P = np.exp(self._Z - logsumexp(self._Z, axis=1, keepdims=True))
+        P = softmax(self._Z)
         self.pair_mean_proba_ = np.clip(self._pair_mean(P), 1e-6, 1.0)
 
     def _pair_mean(self, P: np.ndarray) -> np.ndarray:
@@ -134,7 +126,7 @@ class HybridBackoff(ReorderingClassifier):
         w = np.log(target) - np.log(q)
         for _ in range(steps):
             z = self._Z + w[self._row_pair]
-            P = np.exp(z - logsumexp(z, axis=1, keepdims=True))
+            P = softmax(z)
             w += np.log(target) - np.log(np.clip(self._pair_mean(P), 1e-12, 1.0))
         self.pair_weight_ = np.maximum(w - w.max(axis=1, keepdims=True), LOG_FLOOR)
 
@@ -153,7 +145,7 @@ class HybridBackoff(ReorderingClassifier):
                 self.beta_ = beta
                 self._set_pair_weights()
                 z = self.decision_function(X)
-                loss = float(np.mean(logsumexp(z, axis=1) - z[np.arange(len(y)), y]))
+                loss = log_loss(log_softmax(z), y, None)
                 if best is None or loss < best[0]:
                     best = (loss, beta)
             self.beta_ = best[1]

@@ -26,10 +26,13 @@ import scipy.sparse as sp
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
-from training.families.naive_bayes import LOG_FLOOR, class_feature_counts, log_prior
+from training.families.registry import register
+from training.families.naive_bayes import class_feature_counts, log_prior
+from training.probability import LOG_FLOOR
 from training.moses.table import DEFAULT_SMOOTHING, probabilities
 
 
+@register
 class LexicalTable(ReorderingClassifier):
     """Relative frequency per phrase pair with Moses's constant smoothing."""
 
@@ -50,12 +53,10 @@ class LexicalTable(ReorderingClassifier):
         self.n_classes = n_classes
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "LexicalTable":
-        X = sp.csr_matrix(X)
+        X, y, K = self.check_Xy(X, y)
         if X.shape[0] and np.diff(X.indptr).max() > 1:
             raise InputError("lexical: every example must have at most one feature, its phrase-pair "
                              "identity (--features pair; source for -f types)")
-        y = np.asarray(y, dtype=np.int64)
-        K = self.n_classes or int(y.max()) + 1
         counts, per_class = class_feature_counts(X, y, K)          # [K x F]: the table's counts
         self.pair_count_ = counts.T                                 # [F x K]
         self.class_log_prior_ = log_prior(per_class)

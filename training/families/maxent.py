@@ -27,7 +27,8 @@ from tqdm.auto import tqdm
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
-from training.families.solvers.sparse import check_Xy, decision_scores, row_axpy, row_dot
+from training.families.registry import register
+from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
 
 SOLVERS = ("lbfgs", "owlqn", "sgd")
 
@@ -130,6 +131,7 @@ def _owlqn(fun_grad, x0: np.ndarray, lam: float, max_iter: int, tol: float, memo
     return x
 
 
+@register
 class MaxEnt(ReorderingClassifier):
     """Primal multinomial LR. solver: lbfgs (L2) | owlqn (L1) | sgd (L2, streaming).
 
@@ -172,7 +174,7 @@ class MaxEnt(ReorderingClassifier):
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "MaxEnt":
         if self.solver not in SOLVERS:
             raise InputError(f"maxent solver {self.solver!r}: expected one of {', '.join(SOLVERS)}")
-        X, y, K = check_Xy(X, y, self.n_classes)
+        X, y, K = self.check_Xy(X, y)
         n, F = X.shape
         self.history_ = []
         self._t0 = time.perf_counter()
@@ -231,7 +233,7 @@ class MaxEnt(ReorderingClassifier):
     # -- streaming -------------------------------------------------------------------
     def partial_fit(self, X: sp.csr_matrix, y: np.ndarray) -> "MaxEnt":
         """One SGD epoch over a chunk (for stores too big for memory)."""
-        X, y, K = check_Xy(X, y, self.n_classes)
+        X, y, K = self.check_Xy(X, y)
         if not hasattr(self, "_W"):
             self._W = np.zeros((X.shape[1] + 1, K))
             self._t = 0

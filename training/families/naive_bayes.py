@@ -33,11 +33,12 @@ from scipy.special import gammaln
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
+from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
+from training.probability import LOG_FLOOR
 
 # A class never seen in training gets this log prior instead of -inf (Moses floors
 # log-probabilities at -100 the same way), so the softmax never sees an all -inf row.
-LOG_FLOOR = -100.0
 
 
 def class_feature_counts(X: sp.csr_matrix, y: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -99,7 +100,7 @@ class _CountingNB(ReorderingClassifier):
         """Add one chunk's counts (streaming: the store arrives in chunks)."""
         self._t0 = time.perf_counter()
         self._check_alpha()
-        K = self.n_classes or int(np.max(y)) + 1
+        X, y, K = self.check_Xy(X, y)
         counts, per_class = class_feature_counts(X, y, K)
         if getattr(self, "feature_count_", None) is None:
             self.feature_count_, self.class_count_ = counts, per_class
@@ -139,6 +140,7 @@ class _CountingNB(ReorderingClassifier):
                 "n_features": int(self.feature_count_.shape[1])}
 
 
+@register
 class MultinomialNBMap(_CountingNB):
     """nb-map: q_km = (alpha - 1 + c_km) / (M (alpha - 1) + C_k)   (eq. 10), alpha > 1."""
 
@@ -168,6 +170,7 @@ class MultinomialNBMap(_CountingNB):
                 "bias": np.asarray(self.class_log_prior_ / self.temperature_, dtype=np.float32)}
 
 
+@register
 class MultinomialNBBayes(_CountingNB):
     """nb-bayes: Dirichlet-multinomial predictive with alpha_km = alpha + c_km (eqs. 11-13)."""
 

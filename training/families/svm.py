@@ -48,10 +48,12 @@ import scipy.sparse as sp
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
+from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
 from training.families.solvers.shrinking import run_shrinking
-from training.families.solvers.sparse import check_Xy, decision_scores, row_axpy, row_dot
+from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
+from training.probability import softmax
 
 
 SHRINKING = ("bound", "paper")
@@ -182,6 +184,7 @@ def _svm_dual_objective(w, alpha, y):
     return total
 
 
+@register
 class MulticlassSVM(ReorderingClassifier):
     """Crammer-Singer SVM, shrinking sequential dual (LIBLINEAR `-s 4` objective).
 
@@ -208,7 +211,7 @@ class MulticlassSVM(ReorderingClassifier):
         if self.shrinking not in SHRINKING:
             raise InputError(f"svm shrinking {self.shrinking!r}: expected one of {', '.join(SHRINKING)}")
         paper_shrink = self.shrinking == "paper"
-        X, y, n_classes = check_Xy(X, y, self.n_classes)
+        X, y, n_classes = self.check_Xy(X, y)
         n, F = X.shape
         w = np.zeros((F + 1, n_classes), dtype=np.float64)
         alpha = np.zeros((n, n_classes), dtype=np.float64)
@@ -249,11 +252,7 @@ class MulticlassSVM(ReorderingClassifier):
         return decision_scores(X, self.coef_, self.intercept_)
 
     def predict_proba(self, X: sp.csr_matrix) -> np.ndarray:
-        scores = self.decision_function(X).astype(np.float64) / self.temperature_
-        scores -= scores.max(axis=1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
-        return scores
+        return softmax(self.decision_function(X) / self.temperature_)
 
     def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "MulticlassSVM":
         """Fit the softmax temperature on held-out rows (see module docstring)."""

@@ -33,7 +33,6 @@ from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
 from training.features.keytable import KeyCounter, KeyIndex, find_row
 
-DEFAULT_THRESHOLD = 10
 # Pairs per extraction call: bounds the key buffer (S15 can reach ~1,500 keys for one pair).
 SUB_BATCH_PAIRS = 65_536
 CACHE_FORMAT = "moses-reorder-features"
@@ -83,7 +82,7 @@ class FeatureVocab:
     `n_distinct_` how many distinct keys were seen before the threshold.
     """
 
-    def __init__(self, spec: FeatureSpec | str, threshold: int = DEFAULT_THRESHOLD):
+    def __init__(self, spec: FeatureSpec | str, threshold: int):
         self.spec = spec if isinstance(spec, FeatureSpec) else FeatureSpec.parse(spec)
         if threshold < 0:
             raise InputError(f"threshold must be >= 0, got {threshold}")
@@ -197,7 +196,7 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
         os.fsync(fh.fileno())
 
 
-def build_matrix(store, spec: FeatureSpec | str, threshold: int = DEFAULT_THRESHOLD,
+def build_matrix(store, spec: FeatureSpec | str, threshold: int,
                  sentence_mask: np.ndarray | None = None, *, cache: bool = True,
                  progress: bool = False) -> FeatureMatrix:
     """X [n_examples x F] over ALL store examples, vocabulary counted on the masked sentences.

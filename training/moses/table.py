@@ -37,18 +37,11 @@ from training.features.batch import PairBatch
 from training.errors import InputError
 from training.features.hashing import combine, finalize, hash_string
 from training.moses.text import MosesTextRenderer, unique_rows
-from training.moses.types import STORE_DIRECTION, MosesType, type_labels
+from training.moses.types import MosesType, class_labels
 
 DEFAULT_SMOOTHING = 0.5
 # Source-phrase keys (f tables) live apart from feature keys.
 _F_SEED = hash_string("lexical-source-phrase/v1")
-# Store labels of one orientation set -> the coding of another (same kind, same run).
-_FOLD = {
-    ("mslr", "msd"): np.array([0, 1, 2, 2], dtype=np.int8),    # dleft, dright -> disc
-    ("msd", "monotonicity"): np.array([0, 1, 1], dtype=np.int8),
-    ("mslr", "monotonicity"): np.array([0, 1, 1, 1], dtype=np.int8),
-}
-_STORE_ORIENTATION = {"msd": "msd", "mslr": "mslr", "monotonicity": "mono"}
 
 
 @nb.njit(nogil=True, cache=True)
@@ -118,26 +111,6 @@ class PairCounts:
     counts: np.ndarray           # float64 [U, n_directions, n_classes]
 
 
-def type_class_labels(store, moses_type: MosesType, direction: str) -> np.ndarray:
-    """A store label column in the type's class coding (int8 per example).
-
-    Uses the type's own extraction column, or folds a richer one of the same kind
-    (mslr -> msd, msd/mslr -> monotonicity) as Moses's scorer folds classes.
-    """
-    suffix = STORE_DIRECTION[direction]
-    column = f"{moses_type.extract_model}/{suffix}"
-    if column in store.label_columns:
-        return type_labels(store.load_labels(column), moses_type.orientation).astype(np.int8)
-    want = _STORE_ORIENTATION.get(moses_type.orientation)
-    for (have, target), fold in _FOLD.items():
-        richer = f"{moses_type.kind}-{_STORE_ORIENTATION[have]}/{suffix}"
-        if target == moses_type.orientation and richer in store.label_columns:
-            return fold[store.load_labels(richer)]
-    raise InputError(f"store has no labels for {moses_type} (needs column {column}; it has "
-                     f"{', '.join(store.label_columns)}); extract with --model {moses_type.kind}-{want}",
-                     store.path)
-
-
 def count_pairs(store, moses_type: MosesType) -> PairCounts:
     """Count the type's orientation classes per phrase pair and direction, vectorized."""
     with_target = moses_type.language == "fe"
@@ -160,7 +133,7 @@ def count_pairs(store, moses_type: MosesType) -> PairCounts:
     n_classes = len(moses_type.classes)
     counts = np.empty((unique.size, len(moses_type.directions), n_classes), dtype=np.float64)
     for d, direction in enumerate(moses_type.directions):
-        labels = type_class_labels(store, moses_type, direction).astype(np.int64)
+        labels = class_labels(store, moses_type, direction).astype(np.int64)
         counts[:, d, :] = np.bincount(inverse * n_classes + labels,
                                       minlength=unique.size * n_classes).reshape(unique.size, n_classes)
     return PairCounts(moses_type, unique, representative.astype(np.int64), inverse, counts)

@@ -94,15 +94,33 @@ class MosesType:
         return tuple(f"{self.extract_model}/{STORE_DIRECTION[d]}" for d in self.directions)
 
 
-# leftright from mslr store labels: right = mono + dright, left = swap + dleft (score.cpp).
-_LEFTRIGHT_FROM_MSLR = (0, 1, 1, 0)
+# Store labels of one extraction orientation -> a type's class indices, the own column
+# first: Moses's scorer folds classes the same way (score.cpp). None = same coding.
+_FOLDS: dict[tuple[str, str], tuple[int, ...] | None] = {
+    ("msd", "msd"): None,
+    ("mslr", "mslr"): None,
+    ("mono", "monotonicity"): None,
+    ("mslr", "leftright"): (0, 1, 1, 0),       # right = mono + dright, left = swap + dleft
+    ("mslr", "msd"): (0, 1, 2, 2),             # dleft, dright -> disc
+    ("msd", "monotonicity"): (0, 1, 1),
+    ("mslr", "monotonicity"): (0, 1, 1, 1),
+}
 
 
-def type_labels(store_labels, orientation: str):
-    """Map one store label column (extraction coding) to the type's class indices."""
+def class_labels(store, moses_type: MosesType, direction: str):
+    """One direction's labels of every store example in the type's class coding (int8).
+
+    Uses the type's own extraction column, or folds a richer one of the same kind
+    (mslr -> msd, msd/mslr -> monotonicity); InputError naming the store if it has neither.
+    """
     import numpy as np
 
-    labels = np.asarray(store_labels)
-    if orientation == "leftright":
-        return np.asarray(_LEFTRIGHT_FROM_MSLR, dtype=np.int8)[labels]
-    return labels  # msd, mslr and monotonicity share the extraction coding's order
+    suffix = STORE_DIRECTION[direction]
+    for (extracted, orientation), fold in _FOLDS.items():
+        column = f"{moses_type.kind}-{extracted}/{suffix}"
+        if orientation == moses_type.orientation and column in store.label_columns:
+            labels = store.load_labels(column)
+            return labels if fold is None else np.asarray(fold, dtype=np.int8)[labels]
+    raise InputError(f"store has no labels for {moses_type} (needs column "
+                     f"{moses_type.extract_model}/{suffix}; it has {', '.join(store.label_columns)}); "
+                     f"extract with --model {moses_type.extract_model}", store.path)

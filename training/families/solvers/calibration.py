@@ -9,13 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import logsumexp
 
-
-def log_loss(scores: np.ndarray, y: np.ndarray, temperature: float = 1.0) -> float:
-    """Mean negative log-likelihood of softmax(scores / temperature)."""
-    z = np.asarray(scores, dtype=np.float64) / temperature
-    return float(np.mean(logsumexp(z, axis=1) - z[np.arange(len(y)), y]))
+from training.probability import log_loss, log_softmax
 
 
 def fit_temperature(scores: np.ndarray, y: np.ndarray, bounds: tuple[float, float] = (1e-2, 1e2)) -> float:
@@ -23,7 +18,7 @@ def fit_temperature(scores: np.ndarray, y: np.ndarray, bounds: tuple[float, floa
     y = np.asarray(y, dtype=np.int64)
     if len(y) == 0:
         return 1.0
-    res = minimize_scalar(lambda log_t: log_loss(scores, y, float(np.exp(log_t))),
+    res = minimize_scalar(lambda log_t: log_loss(log_softmax(np.asarray(scores, dtype=np.float64) / float(np.exp(log_t))), y, None),
                           bounds=(np.log(bounds[0]), np.log(bounds[1])), method="bounded",
                           options={"xatol": 1e-4})
     return float(np.exp(res.x))

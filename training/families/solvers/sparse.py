@@ -88,12 +88,3 @@ def decision_scores(X: sp.csr_matrix, W: np.ndarray, b: np.ndarray) -> np.ndarra
     out = np.empty((X.shape[0], W.shape[1]), dtype=np.float64)
     _scores(X.indptr, X.indices, X.data, W, np.asarray(b, dtype=W.dtype), out)
     return out
-
-
-def softmax_rows(scores: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64 (in place on a copy)."""
-    p = np.array(scores, dtype=np.float64)
-    p -= p.max(axis=1, keepdims=True)
-    np.exp(p, out=p)
-    p /= p.sum(axis=1, keepdims=True)
-    return p
