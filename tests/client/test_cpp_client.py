@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
@@ -24,19 +23,11 @@ from pathlib import Path
 import pytest
 
 from cppfixture import write_fixture
+from toolchain import CLIENT_SUITE, require
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "moses_ff" / "client"
 EXPECTED_TESTS = 12
-
-
-def _toolchain_missing() -> str | None:
-    for tool in ("cmake", "ctest", "pkg-config", "protoc", "grpc_cpp_plugin", "c++"):
-        if shutil.which(tool) is None:
-            return tool
-    if subprocess.run(["pkg-config", "--exists", "grpc++", "protobuf"]).returncode != 0:
-        return "pkg-config grpc++/protobuf (libgrpc++-dev libprotobuf-dev)"
-    return None
 
 
 def _build_dir() -> Path:
@@ -52,9 +43,7 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def test_cpp_client_suite_passes_against_the_real_server(tmp_path: Path, ja_en_dir: Path) -> None:
-    missing = _toolchain_missing()
-    if missing:
-        pytest.skip(f"C++ toolchain incomplete: {missing} not found (.ci/run apt-installs it)")
+    require(CLIENT_SUITE, "the C++ client suite")
     fixture = write_fixture(tmp_path / "fixture", ja_en_dir)
     build = _build_dir()
     _run(["cmake", "-S", str(CLIENT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
