@@ -98,3 +98,33 @@ def test_every_subcommand_has_help(command, capsys):
         main([command, "--help"])
     assert exc.value.code == 0
     assert "usage: moses-reorder " + command in capsys.readouterr().out
+
+
+def _bad_corpus(small_corpus: Path, tmp_path: Path) -> Path:
+    """The small corpus with a malformed alignment point on line 3."""
+    bad = tmp_path / "bad"
+    shutil.copytree(small_corpus, bad)
+    lines = (bad / "train.align").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[2] = "0-0 1-x\n"
+    (bad / "train.align").write_text("".join(lines), encoding="utf-8")
+    return bad
+
+
+@pytest.mark.parametrize("problem", ["bad alignment", "unknown family", "unknown features", "missing file"])
+def test_refused_input_leaves_no_out_directory(small_corpus, tmp_path, capsys, problem):
+    out = tmp_path / "work" / "demo"
+    corpus, extra = small_corpus, []
+    if problem == "bad alignment":
+        corpus = _bad_corpus(small_corpus, tmp_path)
+    elif problem == "unknown family":
+        extra = ["--families", "nb-map,no-such-family"]
+    elif problem == "unknown features":
+        extra = ["--features", "S99"]
+    else:
+        corpus = tmp_path / "empty-corpus"
+        corpus.mkdir()
+    assert main(["pipeline", "--corpus", str(corpus), "--out", str(out), *extra]) == 3
+    err = capsys.readouterr().err
+    assert {"bad alignment": "train.align", "unknown family": "no-such-family", "unknown features": "S99",
+            "missing file": "train.ja"}[problem] in err
+    assert not (tmp_path / "work").exists()

@@ -39,15 +39,21 @@ class CorpusFiles:
         return files
 
 
-def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_phrase_length: int,
+    def read(self):
+        """The validated corpus (training.corpus.reading): InputError naming file and line."""
+        from training.corpus.reading import read_corpus
+
+        return read_corpus(self.src, self.tgt, self.align)
+
+
+def ensure_store(corpus, store_dir: Path, extract_model: str, max_phrase_length: int,
                  log: Callable[[str], None]) -> None:
-    """Build the store, or reuse it if it holds this corpus, these settings and the labels."""
-    from training.corpus.reading import read_corpus
+    """Build the store of a read corpus (CorpusFiles.read), or reuse it if it holds this
+    corpus, these settings and the labels."""
     from training.moses.extract import parse_models
     from training.store.build import build_store
     from training.store.examples import ExampleStore
 
-    corpus = read_corpus(files.src, files.tgt, files.align)
     if (store_dir / "store.json").is_file():
         store = ExampleStore.open(store_dir)
         same_corpus = (store.meta.get("corpus") or {}).get("sha256") == corpus.fingerprint["sha256"]
@@ -72,18 +78,24 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     """Run every stage; returns the rows of the evaluation table and where things went."""
     from training.eval.report import study_table
     from training.eval.studies import run_experiment
-    from training.families import FAMILIES
+    from training.families import FAMILIES, get_family
+    from training.features.spec import FeatureSpec
     from training.moses.table import build_table
     from training.moses.types import MosesType
     from training.store.examples import ExampleStore
 
+    # Everything that can refuse the input is checked before --out is created, so a
+    # refused run leaves nothing behind.
     mtype = MosesType.parse(moses_type)
     families = list(FAMILIES) if families is None else families
+    for family in families:
+        get_family(family)  # InputError listing the known ones
+    FeatureSpec.parse(features)
     name = name or corpus.resolve().name
-    files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
+    parsed = CorpusFiles.locate(corpus, src_lang, tgt_lang).read()
     out.mkdir(parents=True, exist_ok=True)
     store_dir = out / "store"
-    ensure_store(files, store_dir, mtype.extract_model, max_phrase_length, log)
+    ensure_store(parsed, store_dir, mtype.extract_model, max_phrase_length, log)
 
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
@@ -118,9 +130,9 @@ def run_corpus_experiment(corpus: Path, work: Path, *, families: list[str], feat
 
     mtype = MosesType.parse(moses_type)
     store = work / "store"
+    parsed = CorpusFiles.locate(corpus, src_lang, tgt_lang).read()
     work.mkdir(parents=True, exist_ok=True)
-    ensure_store(CorpusFiles.locate(corpus, src_lang, tgt_lang), store, mtype.extract_model,
-                 defaults.MAX_PHRASE_LENGTH, log)
+    ensure_store(parsed, store, mtype.extract_model, defaults.MAX_PHRASE_LENGTH, log)
     return run_experiment(store, work / "models", families=families, feature_sets=feature_sets,
                           moses_type=moses_type, threshold=threshold, heldout_fraction=heldout_fraction,
                           params=params, log=log)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from training import __version__
 from training.errors import InputError
@@ -125,12 +126,16 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
                 features: str | None = None, threshold: int | None = None,
                 heldout_fraction: float = defaults.HELDOUT_FRACTION, calibration_fraction: float | None = None,
                 params: dict[str, Any] | None = None, seed: int = defaults.SEED, float16: bool = False,
-                plot: str | Path | None = None, verbose: bool = False, select_nmi: str | None = None
-                ) -> dict[str, Any]:
+                plot: str | Path | None = None, verbose: bool = False, select_nmi: str | None = None,
+                blas_threads: int | None = defaults.BLAS_THREADS) -> dict[str, Any]:
     """Train every direction of `moses_type` and write the weight file `out`; returns its metadata.
 
     None for `features`, `threshold` or `calibration_fraction` means the family's own
-    default, else the project's (training.api.defaults.family_settings)."""
+    default, else the project's (training.api.defaults.family_settings). `blas_threads`
+    caps the BLAS library's threads while the classifiers fit and calibrate (None: the
+    library's own setting); the cap is lifted on return."""
+    if blas_threads is not None and blas_threads < 1:
+        raise InputError(f"blas_threads must be a positive number of threads or None, got {blas_threads}")
     start = time.perf_counter()
     mtype = MosesType.parse(moses_type)
     cls = get_family(family)
@@ -179,30 +184,32 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
 
     models, directions_meta = [], {}
     t_train = time.perf_counter()
-    for direction, column in zip(mtype.directions, columns):
-        labels = labels_of.pop(direction).astype(np.int64)
-        if verbose:
-            print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
-        t0 = time.perf_counter()
-        model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose)
-        model.fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)
-        fit_seconds = time.perf_counter() - t0
-        info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
-                                "history": getattr(model, "history_", [])}
-        if cal_rows.size:
-            y_cal = take_rows(labels, cal_rows)
-            before = model.decision_function(X_cal)
-            model.calibrate(X_cal, y_cal)
-            probs = model.predict_proba(X_cal)
-            info["calibration"] = {
-                "examples": int(cal_rows.size),
-                "accuracy": float(np.mean(np.argmax(before, axis=1) == y_cal)),
-                "log_loss_before": log_loss(log_softmax(before), y_cal),
-                "log_loss": log_loss(np.log(np.maximum(probs, 1e-300)), y_cal),
-            }
-        info["summary"] = model.fit_summary()
-        models.append(model)
-        directions_meta[direction] = info
+    with threadpool_limits(limits=blas_threads, user_api="blas"):  # None: no change
+        blas_in_force = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
+        for direction, column in zip(mtype.directions, columns):
+            labels = labels_of.pop(direction).astype(np.int64)
+            if verbose:
+                print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
+            t0 = time.perf_counter()
+            model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose)
+            model.fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)
+            fit_seconds = time.perf_counter() - t0
+            info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
+                                    "history": getattr(model, "history_", [])}
+            if cal_rows.size:
+                y_cal = take_rows(labels, cal_rows)
+                before = model.decision_function(X_cal)
+                model.calibrate(X_cal, y_cal)
+                probs = model.predict_proba(X_cal)
+                info["calibration"] = {
+                    "examples": int(cal_rows.size),
+                    "accuracy": float(np.mean(np.argmax(before, axis=1) == y_cal)),
+                    "log_loss_before": log_loss(log_softmax(before), y_cal),
+                    "log_loss": log_loss(np.log(np.maximum(probs, 1e-300)), y_cal),
+                }
+            info["summary"] = model.fit_summary()
+            models.append(model)
+            directions_meta[direction] = info
     train_seconds = time.perf_counter() - t_train
 
     exported = [m.export_arrays() for m in models]
@@ -223,6 +230,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
             "peak_memory_bytes": peak_rss_bytes(),
             "selection": selection_meta,
             "zero_weight_keys_dropped": zero_rows,
+            "blas_threads": blas_in_force,
             "directions": directions_meta,
         },
     }
