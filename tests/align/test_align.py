@@ -103,7 +103,7 @@ def run_cli(tmp_path, src: bytes, tgt: bytes, capsys):
 
 @pytest.mark.parametrize("src, tgt, where, message", [
     (b"a b\nc\n", b"x\ny\nz\n", "f:3", "line counts differ: .*f has 2 lines, .*e has 3"),
-    (b"a b\n\xff c\n", b"x\ny\n", "f:2", r"invalid UTF-8 \(byte 0xff\)"),
+    (b"a b\n\xff c\n", b"x\ny\n", "f:2", r"invalid UTF-8: byte 0xff at byte offset 0 \(0-based\) of line 2"),
     (b"a b\n   \n", b"x\ny\n", "f:2", "empty line"),
     (b"a\n", b"x " * 1024 + b"\n", "e:1", "sentence has 1024 tokens; the aligner takes at most 1023"),
     ("a\nb\u3000c\n".encode(), b"x\ny\n", "f:2", "whitespace U\\+3000"),

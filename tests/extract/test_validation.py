@@ -37,7 +37,7 @@ def run_extract(files, out: Path, *extra: str) -> int:
     ({"align": "0-0\n1-0-0\n"}, "align", 2, "malformed"),
     ({"align": "0-0\n-1-0\n"}, "align", 2, "malformed"),
     ({"align": "0-0 12\n0-0\n"}, "align", 1, "malformed"),
-    ({"src": b"a b c\nd \xff e\n"}, "src", 2, "invalid UTF-8"),
+    ({"src": b"a b c\nd \xff e\n"}, "src", 2, "invalid UTF-8: byte 0xff at byte offset 2 (0-based) of line 2"),
     ({"tgt": "x ||| y\nz\n"}, "tgt", 1, "field separator"),
 ])
 def test_bad_corpus_names_file_and_line(tmp_path, capsys, override, side, line, words):

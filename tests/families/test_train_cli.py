@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,26 @@ def test_bad_requests_are_refused_with_a_clear_message(small_store, tmp_path, ca
     assert code == 3
     assert "wbe-mslr/prev" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_inspect_summarizes_the_training_history(small_store, tmp_path, capsys):
+    """Passes, convergence, final objective, temperature and calibration per direction, one
+    short line each; every pass only in --json."""
+    out = tmp_path / "m.mrw"
+    assert train(small_store, out, "svm", "--C", "0.5", "--eps", "0.05") == 0
+    capsys.readouterr()
+    assert cli_main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    meta = load_model(out).metadata["training"]
+    assert max(len(line) for line in text.splitlines()) < 200
+    assert '"history"' not in text and "inspect --json" in text
+    for direction, info in meta["directions"].items():
+        line = next(x for x in text.splitlines() if x.strip().startswith(direction + " "))
+        assert f"{len(info['history'])} passes" in line and "converged yes" in line
+        assert f"temperature {info['summary']['temperature']:.4g}" in line
+        assert f"calibration log-loss {info['calibration']['log_loss_before']:.4f} -> " \
+               f"{info['calibration']['log_loss']:.4f}" in line
+        assert f"final objective {info['history'][-1]['objective']:.6g}" in line
+    assert cli_main(["inspect", "--json", str(out)]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert full["metadata"]["training"]["directions"]["backward"]["history"] == meta["directions"]["backward"]["history"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from training.modelfile.model import load_model
 
@@ -18,6 +19,41 @@ def _size(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return ""
+
+
+def _num(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def training_lines(training: dict[str, Any]) -> list[str]:
+    """The training record in a few lines: the split, time and memory, then per direction
+    passes, convergence, final objective, temperature and calibration log-loss. The full
+    record (every pass) is what `inspect --json` prints."""
+    ex = training.get("examples") or {}
+    lines = [f"training      {_num(ex.get('fit'), ',')} fit / {_num(ex.get('calibration'), ',')} calibration / "
+             f"{_num(ex.get('heldout'), ',')} held-out examples (held-out fraction "
+             f"{_num(training.get('heldout_fraction'), 'g')}), {_num(training.get('train_seconds'), '.1f')} s, "
+             f"peak memory {_num((training.get('peak_memory_bytes') or 0) / 2**20, '.0f')} MiB, "
+             f"BLAS threads {_num(training.get('blas_threads'), 'd')}"]
+    selection = training.get("selection")
+    if selection:
+        lines.append(f"  selection   {selection.get('rule')}: kept {selection.get('kept')} of {selection.get('of')}")
+    for direction, info in (training.get("directions") or {}).items():
+        history = info.get("history") or []
+        summary = info.get("summary") or {}
+        cal = info.get("calibration") or {}
+        converged = summary.get("converged")
+        objective = history[-1].get("objective") if history else summary.get("objective")
+        parts = [f"{len(history)} passes",
+                 "converged " + ("-" if converged is None else "yes" if converged else "NO"),
+                 f"final objective {_num(objective, '.6g')}",
+                 f"temperature {_num(summary.get('temperature'), '.4g')}",
+                 "calibration log-loss " + (f"{_num(cal.get('log_loss_before'), '.4f')} -> "
+                                            f"{_num(cal.get('log_loss'), '.4f')}" if cal else "- (none)"),
+                 f"{_num(info.get('fit_seconds'), '.1f')} s"]
+        lines.append(f"  {direction:<12}" + ", ".join(parts))
+    lines.append("  (every pass and setting: inspect --json)")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,8 +85,10 @@ def run(args: argparse.Namespace) -> int:
     shown = {"family", "link", "trainer", "moses_type", "classes", "directions", "outputs", "features",
              "threshold", "hash_scheme", "n_features", "weights_dtype"}
     for key in sorted(meta):
-        if key not in shown:
+        if key not in shown and key != "training":
             lines.append(f"  {key:<20}{json.dumps(meta[key], ensure_ascii=False)}")
+    if isinstance(meta.get("training"), dict):
+        lines += training_lines(meta["training"])
     print("\n".join(lines))
     return 0
 

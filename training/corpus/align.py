@@ -23,6 +23,7 @@ import numpy as np
 from training.atomic import write_bytes_atomic
 from training.errors import InputError, MosesReorderError
 from training.corpus.pharaoh import format_links, parse_links
+from training.corpus.reading import decode_utf8
 from training.corpus.symmetrize import symmetrize
 
 # eflomal (2.0) silently writes a sentence of 1024 or more tokens as an empty one, which
@@ -52,11 +53,7 @@ def read_tokenized(path: str | os.PathLike, max_tokens: int = MAX_TOKENS) -> Tok
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path) from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"invalid UTF-8 (byte {data[exc.start]:#04x})", path, line) from exc
+    text = decode_utf8(data, path)
     if text.startswith("\ufeff"):
         raise InputError("starts with a UTF-8 byte-order mark; remove it", path, 1)
     lines = text.split("\n")

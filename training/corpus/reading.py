@@ -57,6 +57,18 @@ class Corpus:
         return int(self.src_offsets.shape[0] - 1)
 
 
+def decode_utf8(data: bytes, path: Path) -> str:
+    """The file's text; invalid UTF-8 is an InputError naming the line (1-based), the
+    offending byte and its offset in that line (0-based, said so in the message)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        offset = exc.start - (data.rfind(b"\n", 0, exc.start) + 1)
+        raise InputError(f"invalid UTF-8: byte {data[exc.start]:#04x} at byte offset {offset} (0-based) "
+                         f"of line {line}", path, line) from None
+
+
 def _read_lines(path: Path) -> tuple[list[str], str, bytes]:
     """Lines split on '\\n' only (like getline), the file's SHA-256 and its bytes."""
     try:
@@ -64,12 +76,7 @@ def _read_lines(path: Path) -> tuple[list[str], str, bytes]:
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path) from exc
     digest = hashlib.sha256(data).hexdigest()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1)
-        raise InputError(f"invalid UTF-8 at byte {column} of the line", path, line) from None
+    text = decode_utf8(data, path)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -262,5 +262,8 @@ class MaxEnt(ReorderingClassifier):
 
     def fit_summary(self) -> dict[str, Any]:
         nz = int(np.count_nonzero(np.any(self.coef_ != 0, axis=1)))
-        return {"objective": float(self.objective_), "iterations": len(self.history_),
-                "nonzero_features": nz}
+        summary = {"objective": float(self.objective_), "iterations": len(self.history_),
+                   "nonzero_features": nz}
+        if hasattr(self, "converged_"):  # lbfgs: scipy's own convergence test
+            summary["converged"] = self.converged_
+        return summary
