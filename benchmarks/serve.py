@@ -285,6 +285,24 @@ async def _run_load(target: str, requests: list[bytes], sizes: list[int], client
     return {"records": records, "errors": errors}
 
 
+def check_answers(server: Server, requests: list[bytes], loaded, n: int = 20) -> None:
+    """Before any timing: the served answers are the model file's own (server/client.py)."""
+    from server.client import ScoringClient
+    from training.modelfile.request import batch_from_request_arrays
+
+    fields = ("token_bytes", "token_offsets", "source", "span_start", "span_end", "target_offsets",
+              "target_tokens", "align_offsets", "align_source", "align_target")
+    with ScoringClient(server.target, model=MODEL_NAME, timeout=60) as client:
+        version = client.pin()
+        for body in requests[:n]:
+            request = pb.ScoreRequest.FromString(body)
+            served = client.score_request(request).probabilities
+            local = loaded.predict_proba(batch_from_request_arrays(**{f: getattr(request, f) for f in fields}))
+            if served.shape != local.shape or not np.allclose(served, local, atol=1e-6):
+                raise RuntimeError(f"the server's answer differs from the model file's (version {version})")
+    print(f"   checked: {n} served answers equal the model file's (version {version})")
+
+
 def load(server: Server, requests, sizes, clients: int, seconds: float, **kw) -> dict:
     cpu0, self0, wall0 = server.cpu_seconds(), time.process_time(), time.perf_counter()
     out = asyncio.run(_run_load(server.target, requests, sizes, clients, seconds, **kw))
@@ -404,6 +422,7 @@ def main() -> int:
     # 1. cache off: every request is scored
     server = Server(root, args.workers, cache_size=0, poll_seconds=0.5, threads=args.threads, balance=args.balance)
     try:
+        check_answers(server, requests, loaded)
         load(server, requests, sizes, args.clients, 2.0)  # warm-up
         rows.append(summarize("cache off", load(server, requests, sizes, args.clients, args.seconds)))
         # 2. a 2,000-pair sentence, one client at a time (latency, not throughput)
