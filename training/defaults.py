@@ -27,6 +27,7 @@ THRESHOLD = 10                               # keep features seen more than this
 HELDOUT_FRACTION = 0.1                       # last 10% of sentences left for eval
 CALIBRATION_FRACTION = 0.05                  # last 5% of the rest calibrate probabilities
 SEED = 0
+PROGRESS_SECONDS = 10.0                      # off a terminal: a progress line at most this often
 # BLAS threads while a classifier fits (threadpoolctl): 1, because the solvers' BLAS work
 # is small vector algebra (scipy's L-BFGS-B) where OpenBLAS threads only spin, 7-10x
 # slower on a machine whose other core is busy (benchmarks/blas_threads.py);

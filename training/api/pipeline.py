@@ -12,7 +12,6 @@ deletes or overwrites what an earlier run wrote.
 from __future__ import annotations
 
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -47,7 +46,7 @@ class CorpusFiles:
 
 
 def ensure_store(corpus, store_dir: Path, extract_model: str, max_phrase_length: int,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], progress: bool = False) -> None:
     """Build the store of a read corpus (CorpusFiles.read), or reuse it if it holds this
     corpus, these settings and the labels."""
     from training.moses.extract import parse_models
@@ -65,7 +64,7 @@ def ensure_store(corpus, store_dir: Path, extract_model: str, max_phrase_length:
                          "choose another --out or remove it", store_dir)
     log(f"extracting {corpus.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
     build_store(corpus, parse_models([extract_model]), store_dir, max_phrase_length=max_phrase_length,
-                progress=sys.stderr.isatty())
+                progress=progress)
 
 
 def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defaults.PIPELINE_OUT), *,
@@ -74,8 +73,11 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
                  families: list[str] | None = None, name: str | None = None,
                  max_phrase_length: int = defaults.MAX_PHRASE_LENGTH,
                  heldout_fraction: float = defaults.HELDOUT_FRACTION,
-                 log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run every stage; returns the rows of the evaluation table and where things went."""
+                 log: Callable[[str], None] = print, progress: bool = False) -> dict[str, Any]:
+    """Run every stage; returns the rows of the evaluation table and where things went.
+
+    `progress`: extraction, feature counting and every solver report as they go
+    (training.progress: a bar on a terminal, lines in a log)."""
     from training.eval.report import study_table
     from training.eval.studies import run_experiment
     from training.families import FAMILIES, get_family
@@ -95,7 +97,7 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     parsed = CorpusFiles.locate(corpus, src_lang, tgt_lang).read()
     out.mkdir(parents=True, exist_ok=True)
     store_dir = out / "store"
-    ensure_store(parsed, store_dir, mtype.extract_model, max_phrase_length, log)
+    ensure_store(parsed, store_dir, mtype.extract_model, max_phrase_length, log, progress)
 
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
@@ -103,7 +105,8 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
 
     runs = out / "runs"
     rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],
-                          moses_type=str(mtype), heldout_fraction=heldout_fraction, log=log)
+                          moses_type=str(mtype), heldout_fraction=heldout_fraction, log=log,
+                          progress=progress)
     models_root = out / "models"
     for row in rows:
         row["published"] = str(publish(Path(row["model"]), models_root, f"{name}-{row['family']}"))

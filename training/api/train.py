@@ -29,6 +29,7 @@ from training.families import get_family
 from training.features.spec import FeatureSpec
 from training.modelfile.model import write_model
 from training.probability import log_loss, log_softmax
+from training.progress import note
 from training.moses.types import MosesType, class_labels
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
@@ -188,8 +189,8 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
         blas_in_force = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
         for direction, column in zip(mtype.directions, columns):
             labels = labels_of.pop(direction).astype(np.int64)
-            if verbose:
-                print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
+            note(f"train {family} {direction}: {fit_rows.size:,} examples x {matrix.X.shape[1]:,} features",
+                 enabled=verbose)
             t0 = time.perf_counter()
             model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose)
             model.fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)

@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_pipeline(Path(args.corpus), Path(args.out), src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                           moses_type=args.type, features=args.features, families=families, name=args.name,
                           max_phrase_length=args.max_phrase_length, heldout_fraction=args.heldout_fraction,
-                          log=lambda line: print(line, file=sys.stderr))
+                          log=lambda line: print(line, file=sys.stderr), progress=not args.quiet)
     print(result["report"])
     print(f"Models:      {result['models_root']}/<name>/<version>/model.mrw")
     for row in result["rows"]:
@@ -53,4 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="maximum phrase length (default %(default)s)")
     p.add_argument("--heldout-fraction", type=fraction, default=defaults.HELDOUT_FRACTION,
                    help="last fraction of sentences held out for evaluation (default %(default)s)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress (a bar per stage on a terminal, a line per stage and pass every "
+                        f"{defaults.PROGRESS_SECONDS:g} s otherwise); stage lines and the report still print")
     p.set_defaults(func=run)

@@ -25,6 +25,7 @@ from training.features.spec import FeatureSpec
 from training.moses.types import MosesType, class_labels
 from training.features.selection import Selection, feature_nmi
 from training.store.examples import ExampleStore
+from training.progress import note
 from training.api.train import SentenceSplit, select_rows, train_model
 from training import defaults
 from training.features.matrix import build_matrix
@@ -66,10 +67,11 @@ def selection_curve(store_dir: str | os.PathLike, features: str, moses_type: str
 def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, families: list[str],
                    feature_sets: list[str], moses_type: str, threshold: int | None = None,
                    heldout_fraction: float = defaults.HELDOUT_FRACTION, params: dict[str, dict[str, Any]] | None = None,
-                   log=print) -> list[dict[str, Any]]:
+                   log=print, progress: bool = False) -> list[dict[str, Any]]:
     """Train and evaluate every family x feature set; one row per model (first direction).
 
     Families with their own feature set (lexical: pair) are trained once, not per set.
+    `progress`: the trainers report their stages and passes (training.progress).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -84,10 +86,11 @@ def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, 
             name = f"{family}-{FeatureSpec.parse(settings.features).name}".replace(",", "_").replace("=", "")
             path = out_dir / f"{name}.mrw"
             t = time.perf_counter()
+            note(f"training {family} on {FeatureSpec.parse(settings.features).name} ...", enabled=progress)
             meta = train_model(store_dir, family=family, moses_type=moses_type, features=settings.features,
                                out=path, threshold=settings.threshold, heldout_fraction=heldout_fraction,
                                calibration_fraction=settings.calibration_fraction,
-                               params=(params or {}).get(family, {}))
+                               params=(params or {}).get(family, {}), verbose=progress)
             wall = time.perf_counter() - t
             report = evaluate(path, store_dir, heldout_fraction)
             direction = mtype.directions[0]

@@ -23,7 +23,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize
-from tqdm.auto import tqdm
+from training.progress import progress
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
@@ -178,8 +178,8 @@ class MaxEnt(ReorderingClassifier):
         n, F = X.shape
         self.history_ = []
         self._t0 = time.perf_counter()
-        self._bar = tqdm(total=self.max_passes, desc=f"maxent-{self.solver}", unit="it",
-                         disable=not self.verbose, leave=False)
+        self._bar = progress(total=self.max_passes, desc=f"maxent-{self.solver}", unit="it",
+                             enabled=self.verbose, leave=False)
         try:
             if self.solver == "sgd":
                 self._W = np.zeros((F + 1, K))

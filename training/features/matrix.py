@@ -31,6 +31,7 @@ from training.features.batch import PairBatch
 from training.errors import InputError
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
+from training.progress import progress as reporter
 from training.features.keytable import KeyCounter, KeyIndex, find_row
 
 # Pairs per extraction call: bounds the key buffer (S15 can reach ~1,500 keys for one pair).
@@ -218,10 +219,8 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
         if found is not None:
             return found
     started = time.perf_counter()
-    chunks = store.iter_chunks(sentence_mask)
-    if progress:
-        from tqdm import tqdm
-        chunks = tqdm(chunks, total=len(store.meta["chunks"]), desc=f"count {spec.name}", unit="chunk")
+    chunks = reporter(store.iter_chunks(sentence_mask), total=len(store.meta["chunks"]),
+                      desc=f"count {spec.name}", unit="chunk", enabled=progress)
     vocab = FeatureVocab(spec, threshold).fit(chunk.batch for chunk in chunks)
     count_seconds = time.perf_counter() - started
     rows = _column_rows(store, vocab, spec)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
+from training.progress import progress as reporter
 
 from training import __version__
 from training.corpus.reading import DEFAULT_MAX_SENTENCE_LENGTH, Corpus
@@ -77,8 +76,7 @@ def build_store(corpus: Corpus, models: tuple[ExtractModel, ...], out: str | Pat
             pending_rows: list[np.ndarray] = []
             pending_labels: list[np.ndarray] = []
             pending = 0
-            bar = tqdm(total=corpus.n_sentences, unit="sent", desc="extract", disable=not progress,
-                       file=sys.stderr)
+            bar = reporter(total=corpus.n_sentences, unit="sent", desc="extract", enabled=progress)
             in_flight: deque = deque()
 
             def submit_next() -> None:

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tqdm.auto import tqdm
+from training.progress import progress
 
 from training.families.solvers.rows import Kernel, Resident, Rows, Streamed
 
@@ -67,7 +67,7 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows, st
     history: list[dict] = []
     converged = False
     start = time.perf_counter()
-    bar = tqdm(total=max_passes, desc=family, unit="pass", disable=not verbose, leave=False)
+    bar = progress(total=max_passes, desc=family, unit="pass", enabled=verbose, leave=False)
     try:
         for p in range(1, max_passes + 1):
             active_before = source.active
