@@ -117,3 +117,61 @@ def test_experiment_prints_the_study_table(corpus_dir, tmp_path, capsys):
 def test_experiment_names_a_missing_corpus_file(tmp_path, capsys):
     assert cli_main(["experiment", "--corpus", str(tmp_path), "--work", str(tmp_path / "w")]) == 3
     assert "train.ja" in capsys.readouterr().err
+
+
+def extract(corpus: Path, out: Path) -> Path:
+    assert cli_main(["extract", "--src", str(corpus / "train.ja"), "--tgt", str(corpus / "train.en"),
+                     "--align", str(corpus / "train.align"), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def reversed_corpus(corpus_dir: Path, out: Path) -> Path:
+    """The same sentence pairs in reverse order: its held-out tail is the model's first (training) sentences."""
+    out.mkdir()
+    for suffix in ("ja", "en", "align"):
+        lines = (corpus_dir / f"train.{suffix}").read_text(encoding="utf-8").splitlines(keepends=True)
+        (out / f"train.{suffix}").write_text("".join(reversed(lines)), encoding="utf-8")
+    return out
+
+
+def test_eval_on_the_training_split_says_nothing(store, model, capsys):
+    assert cli_main(["eval", str(model), "--store", str(store), "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["held_out"] is True and report["overlap_sentences"] == 0 and report["warning"] is None
+    assert "warning" not in captured.err
+
+
+def test_eval_warns_when_a_larger_fraction_reaches_into_training(store, model, capsys):
+    assert cli_main(["eval", str(model), "--store", str(store), "--heldout-fraction", "0.3"]) == 0
+    captured = capsys.readouterr()
+    # 90 evaluated sentences, of which the first 60 were trained on (the model held out 30)
+    assert "warning: 60 of the 90 evaluated sentences were training sentences" in captured.err
+    assert "not held out" in captured.err and "larger than the 0.1" in captured.err
+    assert "WARNING: 60 of the 90" in captured.out
+
+
+def test_eval_on_another_store_of_overlapping_sentences_warns(corpus_dir, model, tmp_path, capsys):
+    other = extract(reversed_corpus(corpus_dir, tmp_path / "rev"), tmp_path / "rev-store")
+    assert cli_main(["eval", str(model), "--store", str(other), "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["same_corpus"] is False and report["held_out"] is False
+    assert report["overlap_sentences"] == 30
+    assert "30 of the 30 evaluated sentences were training sentences of the model" in captured.err
+
+
+def test_eval_without_the_training_store_says_it_cannot_tell(corpus_dir, store, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy-store"
+    shutil.copytree(store, copy)
+    model = tmp_path / "m.mrw"
+    assert cli_main(["train", "--family", "nb-map", "--features", "S7", "--type", TYPE, "--store", str(copy),
+                     "--out", str(model), "--threshold", "1", "--quiet"]) == 0
+    shutil.rmtree(copy)
+    other = extract(reversed_corpus(corpus_dir, tmp_path / "rev"), tmp_path / "rev-store")
+    assert cli_main(["eval", str(model), "--store", str(other), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["held_out"] is None
+    assert "cannot tell whether the evaluated sentences were among the model's training sentences" in captured.err

@@ -31,8 +31,9 @@ def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path,
                  "--families", "nb-map,lexical", "--type", "wbe-msd-bidirectional-fe"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "| nb-map | S7 |" in printed and "| lexical |" in printed
-    assert (out / "report.md").read_text(encoding="utf-8") in printed
+    assert "| nb-map | S7 |" in printed and "| lexical (baseline: Moses's own) |" in printed
+    [report] = (out / "reports").glob("report-*.md")
+    assert report.read_text(encoding="utf-8") in printed
 
     store = ExampleStore.open(out / "store")
     assert store.n_sentences == 600 and "wbe-msd" in store.models
@@ -128,3 +129,42 @@ def test_refused_input_leaves_no_out_directory(small_corpus, tmp_path, capsys, p
     assert {"bad alignment": "train.align", "unknown family": "no-such-family", "unknown features": "S99",
             "missing file": "train.ja"}[problem] in err
     assert not (tmp_path / "work").exists()
+
+
+def test_report_explains_itself_and_a_second_run_keeps_the_first(small_corpus, tmp_path):
+    out = tmp_path / "run"
+    first = run_pipeline(small_corpus, out, families=["lexical", "nb-map"], moses_type="wbe-msd-bidirectional-fe",
+                         log=lambda _: None)
+    report = first["report"]
+    # both directions of the bidirectional type, each a table with Moses's own model marked
+    backward, forward = report.index("## backward"), report.index("## forward")
+    for start, end in ((backward, forward), (forward, len(report))):
+        section = report[start:end]
+        assert "| lexical (baseline: Moses's own) | pair" in section and "| nb-map | S7 |" in section
+    assert "`lexical` is the baseline: Moses's own lexicalized reordering model" in report
+    for column in ("**Acc.**", "**Log-loss**", "**ECE**", "**P / R / F1 X**", "**Acc. seen / unseen**",
+                   "**Time (s)**"):
+        assert column in report
+    for row in first["rows"]:
+        assert f"`{row['published']}`" in report and Path(row["published"]).is_file()
+    assert f"moses-reorder serve --models {out / 'models'} --port 50051" in report
+    assert "ExternalReordering name=LexicalReordering0 num-features=6 type=wbe-msd-bidirectional-fe" in report
+    first_file = Path(first["report_path"])
+    first_text = first_file.read_text(encoding="utf-8")
+
+    second = run_pipeline(small_corpus, out, families=["nb-bayes"], moses_type="wbe-msd-bidirectional-fe",
+                          log=lambda _: None)
+    assert Path(second["report_path"]) != first_file
+    assert first_file.read_text(encoding="utf-8") == first_text  # the first run's report is kept
+    index = (out / "report.md").read_text(encoding="utf-8")
+    assert first_file.name in index and Path(second["report_path"]).name in index
+    assert index.index(Path(second["report_path"]).name) < index.index(first_file.name)  # newest first
+    assert index.endswith(second["report"])
+    assert "not among the families of this run" in second["report"]
+
+
+def test_a_one_direction_type_says_why_one_table(small_corpus, tmp_path):
+    result = run_pipeline(small_corpus, tmp_path / "run", families=["nb-map"], moses_type="wbe-msd-backward-fe",
+                          log=lambda _: None)
+    assert "## backward" in result["report"] and "## forward" not in result["report"]
+    assert "`wbe-msd-backward-fe` has one direction, so one table." in result["report"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -78,7 +79,6 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
 
     `progress`: extraction, feature counting and every solver report as they go
     (training.progress: a bar on a terminal, lines in a log)."""
-    from training.eval.report import study_table
     from training.eval.studies import run_experiment
     from training.families import FAMILIES, get_family
     from training.features.spec import FeatureSpec
@@ -88,6 +88,7 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
 
     # Everything that can refuse the input is checked before --out is created, so a
     # refused run leaves nothing behind.
+    started = datetime.now(timezone.utc)
     mtype = MosesType.parse(moses_type)
     families = list(FAMILIES) if families is None else families
     for family in families:
@@ -112,12 +113,46 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
         row["published"] = str(publish(Path(row["model"]), models_root, f"{name}-{row['family']}"))
     shutil.rmtree(runs, ignore_errors=True)
 
-    header = (f"Held-out: last {heldout_fraction:g} of the sentences of {corpus}; {mtype}, "
-              f"{rows[0]['direction']} direction; time = training seconds\n\n")
-    report = header + study_table(rows, list(mtype.classes)) + "\n"
-    (out / "report.md").write_text(report, encoding="utf-8")
-    return {"rows": rows, "report": report, "models_root": str(models_root), "table": str(table),
-            "store": str(store_dir)}
+    store = ExampleStore.open(store_dir)
+    run = {"started": started.strftime("%Y-%m-%d %H:%M:%S UTC"), "corpus": str(corpus),
+           "sentences": store.n_sentences, "fingerprint": (store.meta.get("corpus") or {}).get("sha256", ""),
+           "moses_type": str(mtype), "classes": list(mtype.classes), "directions": list(mtype.directions),
+           "split": rows[0]["split"], "rows": rows, "models_root": str(models_root), "table": str(table),
+           "serve": f"moses-reorder serve --models {models_root} --port 50051"}
+    report, report_path = write_reports(out, run, started)
+    return {"rows": rows, "report": report, "report_path": str(report_path), "index": str(out / REPORT_INDEX),
+            "models_root": str(models_root), "table": str(table), "store": str(store_dir)}
+
+
+REPORT_INDEX = "report.md"
+REPORTS_DIR = "reports"
+
+
+def write_reports(out: Path, run: dict[str, Any], started: datetime) -> tuple[str, Path]:
+    """This run's report as OUT/reports/report-<UTC time>.md, and OUT/report.md listing every
+    run (newest first) followed by this one's report: a later run never hides an earlier one.
+    Both written atomically; returns (the report, its path)."""
+    import json
+
+    from training.atomic import write_bytes_atomic, write_json_atomic
+    from training.eval.report import pipeline_report, runs_index
+
+    reports = out / REPORTS_DIR
+    reports.mkdir(exist_ok=True)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    path, k = reports / f"report-{stamp}.md", 2
+    while path.exists():  # two runs in one second
+        path, k = reports / f"report-{stamp}-{k}.md", k + 1
+    report = pipeline_report(run)
+    write_bytes_atomic(path, report.encode("utf-8"))
+    listing = reports / "runs.json"
+    entries = json.loads(listing.read_text(encoding="utf-8")) if listing.is_file() else []
+    entries.append({"report": path.name, "started": run["started"],
+                    "families": [row["family"] for row in run["rows"]]})
+    write_json_atomic(listing, entries)
+    index = runs_index([(e["report"], e["started"], e["families"]) for e in entries])
+    write_bytes_atomic(out / REPORT_INDEX, (index + "\n---\n\n" + report).encode("utf-8"))
+    return report, path
 
 
 def run_corpus_experiment(corpus: Path, work: Path, *, families: list[str], feature_sets: list[str],

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     report = evaluate(args.model, args.store, args.heldout_fraction, model=model)
     if args.plot:
         report["plots"] = report_figures(report, model, args.store, args.plot, args.bench)
+    if report.get("warning"):
+        print(f"moses-reorder eval: warning: {report['warning']}", file=sys.stderr)
     if args.out:
         write_json_atomic(args.out, report)
     if args.json:

@@ -13,6 +13,7 @@ It must not train: it reads a model and a store and returns a JSON-ready dict.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,63 @@ def signature(model: LoadedModel, heldout_fraction: float) -> dict[str, Any]:
         "heldout": heldout_fraction, "model-version": meta.get("software_version"),
         "eval-version": __version__,
     }
+
+
+def sentence_digests(store: ExampleStore, sentences: np.ndarray) -> set[bytes]:
+    """A digest of each given sentence pair's tokens (source and target), comparable across
+    stores: tokens are compared by their stable hashes, not by store-local ids."""
+    s = store.sentences
+    src, tgt = store.src_hashes, store.tgt_hashes
+    out = set()
+    for i in np.asarray(sentences, dtype=np.int64).tolist():
+        h = hashlib.blake2b(digest_size=16)
+        h.update(src[s["src_ids"][s["src_offsets"][i]:s["src_offsets"][i + 1]]].tobytes())
+        h.update(b"|")
+        h.update(tgt[s["tgt_ids"][s["tgt_offsets"][i]:s["tgt_offsets"][i + 1]]].tobytes())
+        out.add(h.digest())
+    return out
+
+
+def training_overlap(model: LoadedModel, store: ExampleStore, heldout: np.ndarray, fraction: float
+                     ) -> dict[str, Any]:
+    """Are the evaluated sentences really held out from the model's training?
+
+    The model records its training store and held-out fraction. If that store is at hand,
+    the evaluated sentences are compared with its training sentences (fit and calibration)
+    token for token; otherwise, with the same corpus (fingerprint), the two held-out
+    fractions tell; with another corpus nothing can be told. Returns held_out (True,
+    False or None = unknown), overlap_sentences and a warning (None when held out)."""
+    training = model.metadata.get("training") or {}
+    trained_fraction = training.get("heldout_fraction")
+    n_eval = int(heldout.sum())
+    store_corpus = (store.meta.get("corpus") or {}).get("sha256", "")
+    model_corpus = model.metadata.get("corpus_fingerprint") or ""
+    overlap = None
+    train_store = None
+    if training.get("store") and trained_fraction is not None:
+        try:
+            train_store = ExampleStore.open(training["store"])
+        except (InputError, OSError):
+            train_store = None
+    if train_store is not None and (train_store.meta.get("corpus") or {}).get("sha256", "") == model_corpus:
+        trained = np.flatnonzero(~heldout_sentences(train_store.n_sentences, float(trained_fraction)))
+        overlap = len(sentence_digests(store, np.flatnonzero(heldout)) & sentence_digests(train_store, trained))
+    elif store_corpus and store_corpus == model_corpus and trained_fraction is not None:
+        trained = ~heldout_sentences(store.n_sentences, float(trained_fraction))
+        overlap = int(np.count_nonzero(heldout & trained))
+    if overlap is None:
+        return {"held_out": None, "overlap_sentences": None, "warning": (
+            f"the store's corpus ({store_corpus[:12] or 'unknown'}) is not the one the model was trained on "
+            f"({model_corpus[:12] or 'unknown'}) and the model's training store is not at hand, so eval cannot "
+            "tell whether the evaluated sentences were among the model's training sentences: if the corpora "
+            "overlap, these figures are not held out")}
+    if overlap:
+        cause = (f" (--heldout-fraction {fraction:g} is larger than the {float(trained_fraction):g} the model "
+                 "was trained with)" if store_corpus == model_corpus and fraction > float(trained_fraction) else "")
+        return {"held_out": False, "overlap_sentences": overlap, "warning": (
+            f"{overlap:,} of the {n_eval:,} evaluated sentences were training sentences of the model{cause}: "
+            "these figures are not held out")}
+    return {"held_out": True, "overlap_sentences": 0, "warning": None}
 
 
 def seen_pair_keys(store: ExampleStore, train_mask: np.ndarray) -> np.ndarray:
@@ -91,6 +149,7 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
         "store": str(Path(store_dir)),
         "signature": signature(model, fraction),
         "same_corpus": bool(store_corpus) and store_corpus == model.metadata.get("corpus_fingerprint"),
+        **training_overlap(model, store, heldout, fraction),
         "split": {
             "heldout_fraction": fraction,
             "heldout_sentences": int(heldout.sum()),

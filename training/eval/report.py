@@ -12,6 +12,7 @@ Only formatting lives here; the numbers come from training/metrics.py.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 SLICES = ("all", "seen", "unseen")
@@ -61,6 +62,8 @@ def format_report(report: dict[str, Any]) -> str:
     """The whole `eval` report: signature, then per direction Table 4 per slice."""
     out = [f"Model: {report['model']}", f"Signature: {format_signature(report['signature'])}",
            f"Held-out: {report['split']['description']}", ""]
+    if report.get("warning"):
+        out[3:3] = [f"WARNING: {report['warning']}"]
     for direction, result in report["directions"].items():
         out.append(f"## {direction}")
         out.append("")
@@ -78,11 +81,11 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def study_table(rows: list[dict[str, Any]], classes: list[str]) -> str:
+def study_table(rows: list[dict[str, Any]], classes: list[str], baseline: str | None = None) -> str:
     """Families x feature sets, the SVM paper's Tables 5-6 plus log-loss and slices.
 
     Each row: family, features, seconds (training), summary (all), and optionally
-    seen/unseen summaries.
+    seen/unseen summaries. The family named `baseline` is marked as Moses's own model.
     """
     abbrev = [c[0].upper() for c in classes]
     names = (["Family", "Features", "Time (s)", "Acc."]
@@ -94,7 +97,8 @@ def study_table(rows: list[dict[str, Any]], classes: list[str]) -> str:
     for row in rows:
         s = row["all"]
         seen, unseen = row.get("seen"), row.get("unseen")
-        cells = [row["family"], row["features"], f"{row['seconds']:.1f}", _pct(s["accuracy"])]
+        family = f"{row['family']} (baseline: Moses's own)" if row["family"] == baseline else row["family"]
+        cells = [family, row["features"], f"{row['seconds']:.1f}", _pct(s["accuracy"])]
         for key in ("precision", "recall", "f1"):
             cells += [_pct(v) for v in s[key]]
         cells += [f"{s['log_loss']:.4f}", f"{s['ece']:.4f}",
@@ -102,3 +106,76 @@ def study_table(rows: list[dict[str, Any]], classes: list[str]) -> str:
                   f"{seen['log_loss']:.4f}" if seen else "-", f"{unseen['log_loss']:.4f}" if unseen else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# -- the pipeline's report: one file per run, and an index of the runs ---------------------------
+BASELINE_FAMILY = "lexical"  # Moses's own lexicalized reordering model, as a served model
+DIRECTION_MEANING = {"backward": "orientation of a phrase relative to the previous one (Moses's -backward)",
+                     "forward": "orientation of the next phrase relative to this one (Moses's -forward)"}
+
+
+def column_notes(classes: list[str]) -> str:
+    """What each column of study_table means (Markdown list)."""
+    abbrev = ", ".join(f"{c[0].upper()} = {c}" for c in classes)
+    return "\n".join([
+        "- **Time (s)**: seconds spent fitting the model (all its directions), without feature extraction.",
+        "- **Acc.**: accuracy, % of held-out phrase pairs whose most probable orientation is the true one.",
+        f"- **P / R / F1 X**: precision, recall and F1 (%) of orientation class X ({abbrev}).",
+        "- **Log-loss**: mean -ln p(true orientation), ln p floored at -100 as Moses floors scores "
+        "(lower is better; what the decoder's feature sees).",
+        "- **ECE**: expected calibration error over 15 confidence bins (0 = probabilities mean what they say).",
+        "- **Acc. seen / unseen**, **LL seen / unseen**: accuracy and log-loss on the held-out pairs whose "
+        "phrase pair does / does not occur in the training sentences (Moses's table knows only seen pairs).",
+    ])
+
+
+def pipeline_report(run: dict[str, Any]) -> str:
+    """One pipeline run as Markdown: what was run, a table per direction with Moses's own model
+    marked as the baseline, what the columns mean, where the models are and what to run next.
+
+    run: started (ISO time), corpus, sentences, fingerprint, moses_type, classes, directions,
+    heldout_fraction, split (evaluate's split dict), rows (run_experiment's, with
+    `directions` and `published`), models_root, table, serve (the command line).
+    """
+    rows = run["rows"]
+    families = [r["family"] for r in rows]
+    out = [f"# Pipeline run {run['started']}", "",
+           f"Corpus `{run['corpus']}` ({run['sentences']:,} sentence pairs, fingerprint {run['fingerprint'][:12]}); "
+           f"Moses type `{run['moses_type']}`; families {', '.join(families)}.",
+           f"Held out: {run['split']['description']}; no model saw these sentences in training.", ""]
+    if BASELINE_FAMILY in families:
+        out += [f"`{BASELINE_FAMILY}` is the baseline: Moses's own lexicalized reordering model (the "
+                "relative-frequency table Moses loads, smoothing 0.5), served like the others. "
+                "A classifier is worth using where it beats it.", ""]
+    else:
+        out += [f"Moses's own model (`{BASELINE_FAMILY}`) was not among the families of this run: "
+                "add it to --families for the baseline row.", ""]
+    for direction in run["directions"]:
+        out += [f"## {direction}: {DIRECTION_MEANING.get(direction, direction)}", ""]
+        per_direction = [{**row, **row["directions"][direction]} for row in rows]
+        out += [study_table(per_direction, run["classes"], baseline=BASELINE_FAMILY), ""]
+    if len(run["directions"]) == 1:
+        out += [f"`{run['moses_type']}` has one direction, so one table.", ""]
+    out += ["Columns:", "", column_notes(run["classes"]), "", "## Models", "",
+            "| family | served as (name, version) | file |", "|---|---|---|"]
+    for row in rows:
+        published = Path(row["published"])
+        out.append(f"| {row['family']} | {published.parent.parent.name}, {published.parent.name} | `{published}` |")
+    out += ["", f"Moses's lexicalized table: `{run['table']}`", "", "## Next", "",
+            "Serve the models:", "", f"    {run['serve']}", "",
+            "and point Moses's ExternalReordering feature at one of them (README, \"Moses\"), in moses.ini:", "",
+            "    [feature]",
+            f"    ExternalReordering name=LexicalReordering0 num-features={len(run['classes']) * len(run['directions'])} "
+            f"type={run['moses_type']} input-factor=0 output-factor=0 server=127.0.0.1:50051 "
+            f"model={Path(rows[0]['published']).parent.parent.name}", ""]
+    return "\n".join(out)
+
+
+def runs_index(runs: list[tuple[str, str, list[str]]]) -> str:
+    """The index of every pipeline run in a directory: (report file name, start time, families)
+    in the order the runs were made; printed newest first."""
+    out = ["# Pipeline runs", "", "Newest first; each run's full report is its own file.", "",
+           "| started | families | report |", "|---|---|---|"]
+    for name, started, families in reversed(runs):
+        out.append(f"| {started} | {', '.join(families)} | [{name}](reports/{name}) |")
+    return "\n".join(out) + "\n"

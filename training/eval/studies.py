@@ -100,7 +100,8 @@ def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, 
                    "seconds": sum(d["fit_seconds"] for d in training["directions"].values()),
                    "feature_seconds": training["feature_seconds"], "wall_seconds": wall,
                    "peak_memory_bytes": training["peak_memory_bytes"], "direction": direction,
-                   "signature": report["signature"], **result}
+                   "signature": report["signature"], "directions": report["directions"],
+                   "split": report["split"], **result}
             rows.append(row)
             log(f"{family:9s} {row['features']:12s} fit {row['seconds']:7.1f} s  acc {result['all']['accuracy']:.4f}"
                 f"  seen {result['seen']['accuracy']:.4f}  unseen {result['unseen']['accuracy']:.4f}"
