@@ -32,15 +32,17 @@ class ServeOptions:
     # Limits of one Score request (each refused with RESOURCE_EXHAUSTED naming the field).
     max_pairs: int = 200_000
     max_message_mb: int = 16
-    # Alignment points of one pair. Moses extracts phrases of at most 7 words a side by
-    # default, so a real pair has at most 7 x 7 = 49 points (the longest pairs of ja-en
-    # train have 18; benchmarks/request_limits.py prints the distribution); 64 leaves room
-    # for --max-phrase-length 8.
+    # Alignment points of one pair (duplicates count). Moses extracts phrases of at most
+    # 7 words a side by default, so a pair has at most 7 x 7 = 49 points; the 1.6 million
+    # pairs extracted from ja-en train have at most 10 (benchmarks/request_limits.py).
+    # 64 leaves room for --max-phrase-length 8.
     max_align_points: int = 64
-    # Feature keys one request may expand to (the upper bound counted before extraction,
-    # before de-duplication). With ANOVA d=2 a pair costs about (base features)^2 / 2 keys,
-    # so this, not --max-pairs, is what bounds an S8/S9/S14/S15 request's time and memory.
-    max_keys: int = 20_000_000
+    # Feature keys one request may expand to (the upper bound counted before extraction).
+    # With ANOVA d=2 a pair costs about (base features)^2 / 2 keys, so this, not
+    # --max-pairs, bounds an S8/S9/S14/S15 request's time. The realistic ja-en requests
+    # (every phrase-table option of a test sentence) need at most 40k keys under S15;
+    # 8M admits 200,000 typical S15 pairs and costs about 2 s at 4M keys/s.
+    max_keys: int = 8_000_000
     # Result cache: entries and bytes of stored answers per process (either 0 = off).
     cache_size: int = 1024
     cache_mb: int = 64

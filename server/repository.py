@@ -3,11 +3,12 @@
 Layout as in Triton: a model name is a directory, a version is a positive-integer
 subdirectory holding exactly one `model.*` weight file (training.modelfile.layout, the
 rules `pipeline` publishes by). A scan (polling thread or the admin Reload RPC) loads new
-versions completely -- mmap, checksum, schema check and a one-pair warm-up score, all
+versions completely -- read into memory, checksum, schema check and a one-pair warm-up score, all
 in `load_model` -- before publishing a new immutable `ModelSnapshot` by a single
 reference assignment. A request takes the snapshot once and keeps its `ServedModel`, so
 it finishes on the version it started with even if that version is unloaded meanwhile
-(the mmap lives as long as a reference does). The newest `keep_versions` loadable
+(its bytes live as long as a reference does; a file changed under a loaded version is
+reported, never re-read). The newest `keep_versions` loadable
 versions stay loaded for clients that pinned one. A broken file leaves what was serving
 in place and is recorded as FAILED (shown by GetModel, logged); it is retried only when
 the file changes. A name's schema (Moses type, classes, directions, outputs) is fixed

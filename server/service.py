@@ -5,11 +5,15 @@ result cache before anything else is done with it, packed repeated fields become
 arrays without a per-element Python loop, and the probabilities are appended to the
 response as one packed-float field built from the array's bytes (protobuf allows a
 message's fields to be concatenated). Feature extraction and scoring are
-`training.modelfile.request.batch_from_request_arrays` and `LoadedModel.predict_proba`; this module
-adds status codes, limits, the cache and metrics, and must not compute features itself.
+`training.modelfile.request.batch_from_request_arrays` and `LoadedModel.predict_proba_sliced`; this
+module adds status codes, limits (`ScoreLimits`: pairs, alignment points per pair, feature keys,
+all checked before the work they bound), the cache and metrics, and must not compute features
+itself. A request is scored in slices of about SLICE_KEYS keys, and between slices the
+handler stops when its client is gone or the server's shutdown grace period is over.
 
 Every handler runs inside `_guarded`: whatever goes wrong in one call becomes a status
-code for that call (INTERNAL with a message for the unexpected), never a dead server.
+code for that call (INTERNAL naming only the exception type for the unexpected; the details
+and any server path go to the log, never to a client), never a dead server.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from cppfixture import write_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "moses_ff" / "client"
-EXPECTED_TESTS = 12
+EXPECTED_TESTS = 13
 
 
 def _toolchain_missing() -> str | None:
