@@ -51,10 +51,6 @@ class ServeOptions:
     reuse_port: bool = False  # set by the multi-worker parent: several processes share the port
     notify_reload: bool = False  # a worker: after Reload, SIGUSR1 the supervisor so siblings rescan
 
-    @property
-    def tls(self) -> bool:
-        return self.tls_cert is not None
-
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ServeOptions)}
 

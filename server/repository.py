@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
@@ -137,9 +137,22 @@ def model_schema(model: LoadedModel) -> Schema:
     return Schema(str(model.moses_type), tuple(model.classes), tuple(model.directions), tuple(model.outputs))
 
 
+def _without_paths(value: Any) -> Any:
+    """The metadata as clients may see it: absolute paths (e.g. `training.store`, where the
+    trainer's example store was) reduced to their last component."""
+    if isinstance(value, dict):
+        return {k: _without_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_paths(v) for v in value]
+    if isinstance(value, str) and value.startswith("/") and "\n" not in value:
+        return PurePosixPath(value).name
+    return value
+
+
 def _metadata_json(metadata: Any) -> str:
+    """GetModel's metadata_json: the file's metadata without absolute paths."""
     try:
-        return json.dumps(metadata, sort_keys=True, default=str)
+        return json.dumps(_without_paths(metadata), sort_keys=True, default=str)
     except (TypeError, ValueError):
         return json.dumps({"unserializable_metadata": repr(metadata)})
 

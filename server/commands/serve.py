@@ -38,55 +38,38 @@ def register(subparsers) -> None:
         "serve", help="serve reordering models over gRPC",
         description="Serve the models of a repository ROOT/<name>/<version>/model.<ext> over gRPC "
                     "(reordering.v1.ReorderingScorer, grpc.health.v1, server reflection).")
-    from server.options import default as d
+    from server.options import default
+
+    def flag(name: str, kind, text: str, shown: str = "%(default)s") -> None:
+        """--NAME with the default of ServeOptions.NAME (the one place defaults are written)."""
+        p.add_argument(f"--{name}", type=kind, default=default(name.replace("-", "_")),
+                       help=f"{text} (default {shown})")
 
     p.add_argument("--models", required=True, type=Path, help="model repository root")
-    p.add_argument("--host", default=d("host"),
-                   help=f"address to bind (default {d('host')}, loopback only; 0.0.0.0 or [::] for every "
-                        "interface, as the container does)")
-    p.add_argument("--port", type=int, default=d("port"),
-                   help=f"port (0 = pick a free one; default {d('port')})")
-    p.add_argument("--workers", type=int, default=d("workers"),
-                   help=f"server processes sharing the port via SO_REUSEPORT (default {d('workers')}; "
-                        "use the core count)")
+    flag("host", str, "address to bind; 0.0.0.0 or [::] for every interface, as the container does")
+    flag("port", int, "port (0 = pick a free one)")
+    flag("workers", int, "server processes sharing the port via SO_REUSEPORT (use the core count)")
     p.add_argument("--port-per-worker", action="store_true",
                    help="give worker i its own port (PORT+i) instead of sharing one; clients then balance "
                         "every RPC with round_robin over the addresses")
-    p.add_argument("--threads", type=int, default=d("threads"),
-                   help=f"RPC threads per process (default {d('threads')})")
-    p.add_argument("--poll-seconds", type=float, default=d("poll_seconds"),
-                   help=f"rescan the repository every S seconds (0 = never; default {d('poll_seconds'):g})")
+    flag("threads", int, "RPC threads per process")
+    flag("poll-seconds", float, "rescan the repository every S seconds (0 = never)")
     p.add_argument("--enable-admin", action="store_true", help="allow the Reload RPC")
-    p.add_argument("--metrics-port", type=int, default=d("metrics_port"),
-                   help="serve Prometheus /metrics on this port (default: off)")
-    p.add_argument("--metrics-host", default=d("metrics_host"),
-                   help="address of the /metrics endpoint (default: the same as --host)")
-    p.add_argument("--tls-cert", type=Path, default=d("tls_cert"),
-                   help="PEM certificate (chain) of the server: serve gRPC over TLS (needs --tls-key)")
-    p.add_argument("--tls-key", type=Path, default=d("tls_key"), help="PEM private key of --tls-cert")
-    p.add_argument("--max-pairs", type=int, default=d("max_pairs"),
-                   help=f"refuse requests with more phrase pairs (RESOURCE_EXHAUSTED; default {d('max_pairs')})")
-    p.add_argument("--max-align-points", type=int, default=d("max_align_points"),
-                   help="refuse a request with a phrase pair of more alignment points (RESOURCE_EXHAUSTED; "
-                        f"default {d('max_align_points')}; a pair of 7-word phrases has at most 49)")
-    p.add_argument("--max-keys", type=int, default=d("max_keys"),
-                   help="refuse a request whose pairs expand to more feature keys than this, counted "
-                        "before extraction (RESOURCE_EXHAUSTED; bounds ANOVA d=2 feature sets; "
-                        f"default {d('max_keys')})")
-    p.add_argument("--max-message-mb", type=int, default=d("max_message_mb"),
-                   help=f"largest request/response in MiB (default {d('max_message_mb')})")
-    p.add_argument("--cache-size", type=int, default=d("cache_size"),
-                   help="result-cache entries per process (one per distinct request; 0 = off; "
-                        f"default {d('cache_size')})")
-    p.add_argument("--cache-mb", type=int, default=d("cache_mb"),
-                   help="result-cache size per process in MiB of stored answers (0 = off; "
-                        f"default {d('cache_mb')})")
-    p.add_argument("--keep-versions", type=int, default=d("keep_versions"),
-                   help=f"newest loadable versions kept loaded per model, for pinned clients "
-                        f"(default {d('keep_versions')})")
-    p.add_argument("--grace-seconds", type=float, default=d("grace_seconds"),
-                   help="on SIGTERM, how long in-flight requests may take to finish before they are "
-                        f"cancelled (default {d('grace_seconds'):g})")
+    flag("metrics-port", int, "serve Prometheus /metrics on this port", shown="off")
+    flag("metrics-host", str, "address of the /metrics endpoint", shown="the same as --host")
+    flag("tls-cert", Path, "PEM certificate (chain) of the server: serve gRPC over TLS (needs --tls-key)",
+         shown="plaintext")
+    flag("tls-key", Path, "PEM private key of --tls-cert", shown="none")
+    flag("max-pairs", int, "refuse requests with more phrase pairs (RESOURCE_EXHAUSTED)")
+    flag("max-align-points", int, "refuse a request with a phrase pair of more alignment points "
+                                  "(RESOURCE_EXHAUSTED; a pair of 7-word phrases has at most 49)")
+    flag("max-keys", int, "refuse a request whose pairs expand to more feature keys, counted before "
+                          "extraction (RESOURCE_EXHAUSTED; bounds ANOVA d=2 feature sets)")
+    flag("max-message-mb", int, "largest request/response in MiB")
+    flag("cache-size", int, "result-cache entries per process (one per distinct request; 0 = off)")
+    flag("cache-mb", int, "result-cache size per process in MiB of stored answers (0 = off)")
+    flag("keep-versions", int, "newest loadable versions kept loaded per model, for pinned clients")
+    flag("grace-seconds", float, "on SIGTERM, how long in-flight requests may run before they are cancelled")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     # Internal: set by the supervisor for its workers.
     p.add_argument("--worker-ready-fd", type=int, default=None, help=argparse.SUPPRESS)

@@ -61,7 +61,13 @@ def test_health_of_an_unknown_name_is_not_found_with_a_reason(repo_root, corpus_
 
 
 def test_clients_get_no_server_paths_and_no_other_model_names(repo_root, corpus_keys, test_sentences, caplog):
+    from training.modelfile.model import write_model
+
     write_test_model(model_path(repo_root, "secret-model", 1), corpus_keys)
+    write_model(model_path(repo_root, "trained", 1), family="maxent", moses_type="wbe-msd-backward-fe",
+                keys=corpus_keys, weights=np.zeros((corpus_keys.shape[0], 3), np.float32),
+                bias=np.zeros(3, np.float32), features="S7", threshold=0,
+                metadata={"training": {"store": "/srv/private/ja-en/store"}})  # what `train` records
     broken = model_path(repo_root, "broken", 1)
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"not a model")
@@ -82,8 +88,11 @@ def test_clients_get_no_server_paths_and_no_other_model_names(repo_root, corpus_
         info = srv.stub.GetModel(pb.GetModelRequest(model="broken"))
         said += [s.message for s in info.status]
         assert "not a moses-reorder weight file" in said[-1]  # the reason, without the path
+        trained = srv.stub.GetModel(pb.GetModelRequest(model="trained"))
+        assert json.loads(trained.metadata_json)["training"]["store"] == "store"
+        said.append(trained.metadata_json)
         for text in said:
-            assert str(repo_root) not in text and "secret-model" not in text, text
+            assert str(repo_root) not in text and "secret-model" not in text and "/srv/" not in text, text
     logged = " ".join(json.dumps(getattr(r, "fields", {}), default=str) for r in caplog.records)
     assert str(broken) in logged  # the server's log keeps the path
 
