@@ -9,15 +9,21 @@ alignment points + context 1, seeded weights):
    points (a ~17 KB request); prints status, seconds and the server's peak-RSS growth;
 2. four such requests whose clients give up after 0.5 s, then a one-pair request:
    prints how long the server took to answer that small request (how long it stayed
-   busy with work nobody waited for);
+   busy with work nobody waited for); then four requests of 12,000 pairs of 7 x 7
+   phrases (all 49 points: the largest real pair shape; ~15M keys each) whose clients
+   give up after 2 s (past parsing, which 8b70bde already checked the deadline after),
+   which are cut into slices where one 4,096-point pair cannot be;
 3. SIGTERM with --grace-seconds 2 while a long legal request (--long-pairs pairs of 7 x 7
    phrases, all 49 points; 60,000 = about 75M keys) is being scored: prints seconds from
    SIGTERM to exit.
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/serve_hostile.py --baseline /tmp/old-8b70bde
 
-It measures; it asserts nothing. This tree's limits are raised for scenario 3 only
-(--max-keys), so it measures the grace bound, not the refusal.
+It measures; it asserts nothing. This tree runs twice: with its default limits (the
+quadratic requests are refused; the long request of scenario 3 too), and with the limits
+raised (--max-align-points 5000 --max-keys 10^9) so that the same requests are legal and
+what is measured is the sliced scoring: stopping for a client that gave up, and the grace
+bound on exit.
 """
 
 from __future__ import annotations
@@ -95,9 +101,9 @@ def call(stub, req, timeout):
     return code, time.monotonic() - started
 
 
-def scenarios(name: str, tree: Path, models: Path, raised: list[str], long_pairs: int) -> None:
+def scenarios(name: str, tree: Path, models: Path, flags: list[str], long_pairs: int) -> None:
     quad = request(1, 64)
-    server = Server(tree, models)
+    server = Server(tree, models, *flags)
     before = peak_rss_mib(server.proc.pid)
     code, seconds = call(server.stub, quad, 600)
     print(f"{name}: 1 quadratic request ({len(quad.SerializeToString()) / 1024:.0f} KB): {code} in {seconds:.2f} s, "
@@ -110,9 +116,18 @@ def scenarios(name: str, tree: Path, models: Path, raised: list[str], long_pairs
     code, seconds = call(server.stub, request(1, 1), 600)
     print(f"{name}: after 4 quadratic requests abandoned at 0.5 s, a 1-pair request answered {code} "
           f"in {seconds:.2f} s")
+    many = request(12_000, 7)
+    threads = [threading.Thread(target=call, args=(server.stub, many, 2.0)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    code, seconds = call(server.stub, request(1, 1), 600)
+    print(f"{name}: after 4 requests of 12,000 7x7 pairs abandoned at 2 s, a 1-pair request answered {code} "
+          f"in {seconds:.2f} s")
     server.stop()
 
-    server = Server(tree, models, "--grace-seconds", "2", *raised)
+    server = Server(tree, models, "--grace-seconds", "2", *flags)
     big = request(long_pairs, 7)
     outcome = []
     t = threading.Thread(target=lambda: outcome.append(call(server.stub, big, 600)))
@@ -139,7 +154,9 @@ def main() -> int:
                     keys=keys, weights=rng.normal(size=(keys.shape[0], 6)).astype(np.float32),
                     bias=np.zeros(6, np.float32), features="S8", threshold=0)
         scenarios("baseline", args.baseline, models, [], args.long_pairs)
-        scenarios("this tree", ROOT, models, ["--max-keys", str(10 ** 9)], args.long_pairs)
+        scenarios("this tree", ROOT, models, [], args.long_pairs)
+        scenarios("this tree, limits raised", ROOT, models,
+                  ["--max-align-points", "5000", "--max-keys", str(10 ** 9)], args.long_pairs)
     return 0
 
 

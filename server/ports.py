@@ -64,18 +64,24 @@ def _bind(family: int, sockaddr: tuple, *, reuse_port: bool, reuse_addr: bool) -
 
 
 def check_port_free(host: str, port: int) -> None:
-    """InputError naming --host/--port unless every address of `host` has `port` free.
-
-    Port 0 (let the system pick) is always free.
+    """InputError naming --host/--port if `port` is in use on an address of `host`, or if
+    no address of `host` can be bound at all (not local). Like gRPC, an address that
+    cannot exist here (e.g. ::1 of "localhost" with IPv6 off) is skipped while another
+    one binds. Port 0 (let the system pick) is always free.
     """
     if port == 0:
         return
-    for family, sockaddr in _addresses(host, port):
+    failures = []
+    addresses = _addresses(host, port)
+    for family, sockaddr in addresses:
         try:
             _bind(family, sockaddr, reuse_port=False, reuse_addr=True).close()
         except OSError as exc:
-            why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-            raise InputError(f"cannot listen on {host}:{port}: {why} (--host/--port)") from None
+            if exc.errno == errno.EADDRINUSE:
+                raise InputError(f"cannot listen on {host}:{port}: address already in use (--host/--port)") from None
+            failures.append(exc.strerror or str(exc))
+    if len(failures) == len(addresses):
+        raise InputError(f"cannot listen on {host}:{port}: {failures[0]} (--host/--port)")
 
 
 @contextlib.contextmanager
