@@ -101,6 +101,16 @@ def call(stub, req, timeout):
     return code, time.monotonic() - started
 
 
+def busy_after_abandoned(stub, req, give_up: float) -> tuple[str, float]:
+    """Four clients send `req` and give up after `give_up` s; then how long a 1-pair request takes."""
+    threads = [threading.Thread(target=call, args=(stub, req, give_up)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return call(stub, request(1, 1), 600)
+
+
 def scenarios(name: str, tree: Path, models: Path, flags: list[str], long_pairs: int) -> None:
     quad = request(1, 64)
     server = Server(tree, models, *flags)
@@ -108,23 +118,11 @@ def scenarios(name: str, tree: Path, models: Path, flags: list[str], long_pairs:
     code, seconds = call(server.stub, quad, 600)
     print(f"{name}: 1 quadratic request ({len(quad.SerializeToString()) / 1024:.0f} KB): {code} in {seconds:.2f} s, "
           f"server peak RSS +{peak_rss_mib(server.proc.pid) - before:.0f} MiB")
-    threads = [threading.Thread(target=call, args=(server.stub, quad, 0.5)) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    code, seconds = call(server.stub, request(1, 1), 600)
-    print(f"{name}: after 4 quadratic requests abandoned at 0.5 s, a 1-pair request answered {code} "
-          f"in {seconds:.2f} s")
-    many = request(12_000, 7)
-    threads = [threading.Thread(target=call, args=(server.stub, many, 2.0)) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    code, seconds = call(server.stub, request(1, 1), 600)
-    print(f"{name}: after 4 requests of 12,000 7x7 pairs abandoned at 2 s, a 1-pair request answered {code} "
-          f"in {seconds:.2f} s")
+    for what, req, give_up in (("quadratic requests", quad, 0.5), ("requests of 12,000 7x7 pairs",
+                                                                    request(12_000, 7), 2.0)):
+        code, seconds = busy_after_abandoned(server.stub, req, give_up)
+        print(f"{name}: after 4 {what} abandoned at {give_up:g} s, a 1-pair request answered {code} "
+              f"in {seconds:.2f} s")
     server.stop()
 
     server = Server(tree, models, "--grace-seconds", "2", *flags)
