@@ -154,11 +154,22 @@ def test_bad_repository_root_is_a_clear_error(tmp_path):
     assert "--models" in proc.stderr and str(tmp_path / "none") in proc.stderr
 
 
-@pytest.mark.parametrize("flag", ["--max-pairs", "--workers"])
+@pytest.mark.parametrize("flag", ["--max-pairs", "--workers", "--max-keys", "--max-align-points"])
 def test_nonsense_limits_are_refused(repo_root, flag):
     proc = subprocess.run([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
                            flag, "0"], capture_output=True, text=True, env=subprocess_env(), timeout=120)
     assert proc.returncode == 3 and flag in proc.stderr
+
+
+@pytest.mark.parametrize("args, named", [(["--tls-cert", "{root}"], "--tls-key"),
+                                          (["--tls-cert", "{root}/none.pem", "--tls-key", "{root}/none.key"],
+                                           "--tls-cert"),
+                                          (["--cache-mb", "-1"], "--cache-mb")])
+def test_unusable_tls_and_cache_settings_are_refused(repo_root, args, named):
+    proc = subprocess.run([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
+                           *[a.format(root=repo_root) for a in args]],
+                          capture_output=True, text=True, env=subprocess_env(), timeout=120)
+    assert proc.returncode == 3 and named in proc.stderr, proc.stderr[-2000:]
 
 
 def test_port_per_worker_with_client_side_round_robin(repo_root, corpus_keys, test_sentences):
