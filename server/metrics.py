@@ -36,26 +36,33 @@ class ServerMetrics:
                                      ["model"], registry=r, multiprocess_mode="liveall")
         self.newest_version = Gauge("moses_reorder_newest_version", "Newest loaded version per model",
                                     ["model"], registry=r, multiprocess_mode="liveall")
+        self.cache_bytes = Gauge("moses_reorder_cache_bytes", "Bytes of answers held by the result cache",
+                                 registry=r, multiprocess_mode="liveall")
         self.load_failures = Counter("moses_reorder_version_failures",
                                      "Model versions refused (corrupt file, schema change, ...)",
                                      ["model"], registry=r)
 
-    def serve_http(self, port: int, addr: str = "0.0.0.0") -> None:
-        """Expose /metrics on `port` (single-process mode)."""
-        start_http_server(port, addr=addr, registry=self.registry)
+    def serve_http(self, port: int, host: str) -> None:
+        """Expose /metrics on host:port (single-process mode)."""
+        start_http_server(port, addr=_bare(host), registry=self.registry)
 
 
 def multiprocess_enabled() -> bool:
     return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 
 
-def serve_multiprocess_http(port: int, addr: str = "0.0.0.0") -> None:
-    """Expose the workers' aggregated metrics from the parent process."""
+def serve_multiprocess_http(port: int, host: str) -> None:
+    """Expose the workers' aggregated metrics from the parent process on host:port."""
     from prometheus_client import multiprocess
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
-    start_http_server(port, addr=addr, registry=registry)
+    start_http_server(port, addr=_bare(host), registry=registry)
+
+
+def _bare(host: str) -> str:
+    """gRPC spells IPv6 addresses in brackets ([::]); the HTTP server wants them bare."""
+    return host.strip("[]")
 
 
 def mark_worker_dead(pid: int) -> None:

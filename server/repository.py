@@ -3,11 +3,12 @@
 Layout as in Triton: a model name is a directory, a version is a positive-integer
 subdirectory holding exactly one `model.*` weight file (training.modelfile.layout, the
 rules `pipeline` publishes by). A scan (polling thread or the admin Reload RPC) loads new
-versions completely -- mmap, checksum, schema check and a one-pair warm-up score, all
+versions completely -- read into memory, checksum, schema check and a one-pair warm-up score, all
 in `load_model` -- before publishing a new immutable `ModelSnapshot` by a single
 reference assignment. A request takes the snapshot once and keeps its `ServedModel`, so
 it finishes on the version it started with even if that version is unloaded meanwhile
-(the mmap lives as long as a reference does). The newest `keep_versions` loadable
+(its bytes live as long as a reference does; a file changed under a loaded version is
+reported, never re-read). The newest `keep_versions` loadable
 versions stay loaded for clients that pinned one. A broken file leaves what was serving
 in place and is recorded as FAILED (shown by GetModel, logged); it is retried only when
 the file changes. A name's schema (Moses type, classes, directions, outputs) is fixed
@@ -24,11 +25,11 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
-from training.errors import InputError
+from training.errors import InputError, MosesReorderError
 from training.modelfile.layout import find_model_file, model_dirs, version_dirs
 from training.modelfile.model import LoadedModel, load_model
 
@@ -77,8 +78,9 @@ class VersionRecord:
 
     version: int
     state: str                      # LOADED, FAILED or UNLOADED
-    message: str = ""
+    message: str = ""               # for clients (GetModel, errors): never a server path
     signature: tuple | None = None  # (file name, size, mtime_ns, inode) of the file tried
+    detail: str = ""                # for the server's log: the full error, paths included
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,11 @@ class ModelSnapshot:
                 f"loaded versions: {list(self.loaded_versions) or 'none'}")
         return served
 
-    def failure_summary(self) -> str:
-        failed = [f"v{r.version}: {r.message}" for r in sorted(self.records.values(), key=lambda r: r.version)
-                  if r.state == FAILED]
+    def failure_summary(self, detailed: bool = False) -> str:
+        """Why nothing is loaded: per FAILED version its client-safe message, or with
+        `detailed` (for the server's log) the full error with paths."""
+        failed = [f"v{r.version}: {(r.detail or r.message) if detailed else r.message}"
+                  for r in sorted(self.records.values(), key=lambda r: r.version) if r.state == FAILED]
         return "; ".join(failed) if failed else "no version directory holds a model file"
 
 
@@ -133,9 +137,22 @@ def model_schema(model: LoadedModel) -> Schema:
     return Schema(str(model.moses_type), tuple(model.classes), tuple(model.directions), tuple(model.outputs))
 
 
+def _without_paths(value: Any) -> Any:
+    """The metadata as clients may see it: absolute paths (e.g. `training.store`, where the
+    trainer's example store was) reduced to their last component."""
+    if isinstance(value, dict):
+        return {k: _without_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_paths(v) for v in value]
+    if isinstance(value, str) and value.startswith("/") and "\n" not in value:
+        return PurePosixPath(value).name
+    return value
+
+
 def _metadata_json(metadata: Any) -> str:
+    """GetModel's metadata_json: the file's metadata without absolute paths."""
     try:
-        return json.dumps(metadata, sort_keys=True, default=str)
+        return json.dumps(_without_paths(metadata), sort_keys=True, default=str)
     except (TypeError, ValueError):
         return json.dumps({"unserializable_metadata": repr(metadata)})
 
@@ -181,8 +198,7 @@ class ModelRepository:
     def get(self, name: str) -> ModelSnapshot:
         snapshot = self._snapshots.get(name)
         if snapshot is None:
-            raise UnknownModel(f"no model named {name!r} in the repository "
-                               f"(models: {sorted(self._snapshots) or 'none'})")
+            raise UnknownModel(f"no model named {name!r} on this server")  # not the others' names
         return snapshot
 
     def snapshots(self) -> list[ModelSnapshot]:
@@ -202,7 +218,7 @@ class ModelRepository:
             on_disk = model_dirs(self.root)
             if name is not None:
                 if name not in on_disk:
-                    raise UnknownModel(f"no directory for model {name!r} under {self.root}")
+                    raise UnknownModel(f"no model directory named {name!r} in the repository")
                 names = [name]
             else:
                 names = sorted(on_disk)
@@ -245,6 +261,8 @@ class ModelRepository:
                 break
             if version in loaded:
                 kept.append(version)
+                if version in records:
+                    records[version] = self._check_loaded(name, version, dirs[version], records[version])
                 continue
             record, served = self._try_load(name, version, dirs[version], records.get(version), schema)
             records[version] = record
@@ -269,16 +287,31 @@ class ModelRepository:
             return before  # nothing changed: keep the identical object
         return snapshot
 
+    def _public(self, exc: BaseException, path: Path | None) -> str:
+        """An error as a client may see it: our own errors' reasons without the server's
+        paths; anything else only by its type (the log has the rest)."""
+        if not isinstance(exc, MosesReorderError):
+            return f"could not be loaded ({type(exc).__name__}; see the server log)"
+        text = str(exc)
+        where = getattr(exc, "path", None)
+        if where and text.startswith(f"{where}: "):
+            text = text[len(where) + 2:]
+        for secret, shown in ((path, "the model file"), (self.root.resolve(), "the repository"),
+                              (self.root, "the repository")):
+            if secret is not None:
+                text = text.replace(str(secret), shown)
+        return text or type(exc).__name__
+
     def _try_load(self, name: str, version: int, version_dir: Path, previous: VersionRecord | None,
                   schema: Schema | None) -> tuple[VersionRecord, ServedModel | None]:
         try:
             path = find_model_file(version_dir)
             signature = _file_signature(path)
         except (InputError, OSError) as exc:
-            message = str(exc)
-            if previous is None or previous.message != message:
-                log_event(logging.ERROR, "version_failed", model=name, version=version, error=message)
-            return VersionRecord(version, FAILED, message, None), None
+            detail = str(exc)
+            if previous is None or previous.detail != detail:
+                log_event(logging.ERROR, "version_failed", model=name, version=version, error=detail)
+            return VersionRecord(version, FAILED, self._public(exc, None), None, detail), None
         if previous is not None and previous.state == FAILED and previous.signature == signature:
             return previous, None  # the same broken file: do not retry until it changes
         try:
@@ -288,15 +321,32 @@ class ModelRepository:
                                  f"{schema.describe()}; a name's schema cannot change while it is "
                                  "served (use a new model name)", path)
         except Exception as exc:  # a bad file must never take the server down
-            message = str(exc) or type(exc).__name__
+            detail = str(exc) or type(exc).__name__
             log_event(logging.ERROR, "version_failed", model=name, version=version, path=str(path),
-                      error=message, error_type=type(exc).__name__)
+                      error=detail, error_type=type(exc).__name__)
             if self.on_failure is not None:
-                self.on_failure(name, version, message)
-            return VersionRecord(version, FAILED, message, signature), None
+                self.on_failure(name, version, detail)
+            return VersionRecord(version, FAILED, self._public(exc, path), signature, detail), None
         log_event(logging.INFO, "version_loaded", model=name, version=version, path=str(path),
-                  moses_type=served.schema.moses_type, family=served.family)
+                  moses_type=served.schema.moses_type, family=served.family, sha256=served.model.sha256)
         return VersionRecord(version, LOADED, "", signature), served
+
+    def _check_loaded(self, name: str, version: int, version_dir: Path, record: VersionRecord) -> VersionRecord:
+        """A loaded version keeps serving the bytes it validated (they were read into memory
+        at load): a file changed or removed under it afterwards is reported, never loaded."""
+        try:
+            now = _file_signature(find_model_file(version_dir))
+        except (InputError, OSError):
+            now = None
+        if now == record.signature:
+            return record if not record.message else VersionRecord(version, LOADED, "", record.signature)
+        message = ("the model file changed on disk after this version was loaded; still serving the "
+                   "version loaded (versions are immutable: publish a change as a new version)")
+        if record.message != message:
+            log_event(logging.WARNING, "loaded_file_changed", model=name, version=version,
+                      path=str(version_dir), loaded=record.signature, now=now,
+                      why="serving the copy validated at load; publish changes as a new version directory")
+        return VersionRecord(version, LOADED, message, record.signature)
 
     # -- background scans ----------------------------------------------------------------
     def start_polling(self, seconds: float) -> None:

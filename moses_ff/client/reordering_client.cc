@@ -12,6 +12,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "reordering/v1/reordering.grpc.pb.h"
@@ -55,6 +56,21 @@ template <class T>
 void CopyArray(const std::vector<T> &from, google::protobuf::RepeatedField<T> *to) {
   to->Reserve(static_cast<int>(from.size()));
   to->Add(from.begin(), from.end());
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const ClientOptions &o) {
+  if (o.tls_root_certs_file.empty()) return grpc::InsecureChannelCredentials();
+  std::ifstream in(o.tls_root_certs_file, std::ios::binary);
+  std::ostringstream pem;
+  pem << in.rdbuf();
+  if (!in || pem.str().empty()) {
+    throw ClientError(static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT),
+                      "reordering client: cannot read the TLS root certificates '" + o.tls_root_certs_file +
+                          "' (a PEM file)");
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem.str();
+  return grpc::SslCredentials(ssl);
 }
 
 }  // namespace
@@ -170,7 +186,7 @@ Client::Client(const ClientOptions &options) : impl_(new Impl) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, options.max_reconnect_backoff_ms));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, options.max_reconnect_backoff_ms);
   args.SetMaxReceiveMessageSize(64 << 20);
-  impl_->channel = grpc::CreateCustomChannel(impl_->target, grpc::InsecureChannelCredentials(), args);
+  impl_->channel = grpc::CreateCustomChannel(impl_->target, Credentials(options), args);
   impl_->stub = pb::ReorderingScorer::NewStub(impl_->channel);
 }
 

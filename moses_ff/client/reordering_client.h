@@ -37,6 +37,10 @@ struct ClientOptions {
   // HTTP/2 keepalive ping interval while calls are active. gRPC servers refuse pings
   // more often than every 5 minutes unless configured otherwise, hence the default.
   int keepalive_ms = 300000;
+  // TLS: a PEM file of root certificates to verify the server with (its CA, or a
+  // self-signed server certificate itself); empty = plaintext. The server is started with
+  // --tls-cert/--tls-key, and its certificate must name the host of `target`.
+  std::string tls_root_certs_file;
 };
 
 // What GetModel reports: the schema a client must check before using a model.

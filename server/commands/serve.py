@@ -1,8 +1,9 @@
 """`moses-reorder serve`: run the gRPC scoring service over a model repository.
 
 With `--workers 1` (default) the server runs in this process. With N > 1 this process
-becomes a small supervisor: it reserves the port with SO_REUSEPORT (as in grpc's
-examples/python/multiprocessing), starts N worker processes that bind the same port (the
+becomes a small supervisor: it refuses a port that anyone already holds (server/ports.py:
+without that check a second multi-worker server would silently join a stale one's port), reserves
+it with SO_REUSEPORT (as in grpc's examples/python/multiprocessing), starts N worker processes that bind the same port (the
 kernel spreads connections over them), serves their aggregated Prometheus metrics,
 restarts a worker that dies (on the same port), forwards a worker's SIGUSR1 (it answered an admin Reload) to
 all workers so each rescans the repository, and on SIGTERM/SIGINT forwards SIGTERM so every worker
@@ -22,7 +23,6 @@ import logging
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,28 +38,38 @@ def register(subparsers) -> None:
         "serve", help="serve reordering models over gRPC",
         description="Serve the models of a repository ROOT/<name>/<version>/model.<ext> over gRPC "
                     "(reordering.v1.ReorderingScorer, grpc.health.v1, server reflection).")
+    from server.options import default
+
+    def flag(name: str, kind, text: str, shown: str = "%(default)s") -> None:
+        """--NAME with the default of ServeOptions.NAME (the one place defaults are written)."""
+        p.add_argument(f"--{name}", type=kind, default=default(name.replace("-", "_")),
+                       help=f"{text} (default {shown})")
+
     p.add_argument("--models", required=True, type=Path, help="model repository root")
-    p.add_argument("--host", default="[::]", help="address to bind (default [::], all interfaces)")
-    p.add_argument("--port", type=int, default=50051, help="port (0 = pick a free one; default 50051)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="server processes sharing the port via SO_REUSEPORT (default 1; use the core count)")
+    flag("host", str, "address to bind; 0.0.0.0 or [::] for every interface, as the container does")
+    flag("port", int, "port (0 = pick a free one)")
+    flag("workers", int, "server processes sharing the port via SO_REUSEPORT (use the core count)")
     p.add_argument("--port-per-worker", action="store_true",
                    help="give worker i its own port (PORT+i) instead of sharing one; clients then balance "
                         "every RPC with round_robin over the addresses")
-    p.add_argument("--threads", type=int, default=4, help="RPC threads per process (default 4)")
-    p.add_argument("--poll-seconds", type=float, default=10.0,
-                   help="rescan the repository every S seconds (0 = never; default 10)")
+    flag("threads", int, "RPC threads per process")
+    flag("poll-seconds", float, "rescan the repository every S seconds (0 = never)")
     p.add_argument("--enable-admin", action="store_true", help="allow the Reload RPC")
-    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
-    p.add_argument("--max-pairs", type=int, default=200_000,
-                   help="refuse requests with more phrase pairs (RESOURCE_EXHAUSTED; default 200000)")
-    p.add_argument("--max-message-mb", type=int, default=16, help="largest request/response in MiB (default 16)")
-    p.add_argument("--cache-size", type=int, default=1024,
-                   help="result-cache entries per process (one per distinct request; 0 = off; default 1024)")
-    p.add_argument("--keep-versions", type=int, default=2,
-                   help="newest loadable versions kept loaded per model, for pinned clients (default 2)")
-    p.add_argument("--grace-seconds", type=float, default=10.0,
-                   help="on SIGTERM, how long in-flight requests may take to finish (default 10)")
+    flag("metrics-port", int, "serve Prometheus /metrics on this port", shown="off")
+    flag("metrics-host", str, "address of the /metrics endpoint", shown="the same as --host")
+    flag("tls-cert", Path, "PEM certificate (chain) of the server: serve gRPC over TLS (needs --tls-key)",
+         shown="plaintext")
+    flag("tls-key", Path, "PEM private key of --tls-cert", shown="none")
+    flag("max-pairs", int, "refuse requests with more phrase pairs (RESOURCE_EXHAUSTED)")
+    flag("max-align-points", int, "refuse a request with a phrase pair of more alignment points "
+                                  "(RESOURCE_EXHAUSTED; a pair of 7-word phrases has at most 49)")
+    flag("max-keys", int, "refuse a request whose pairs expand to more feature keys, counted before "
+                          "extraction (RESOURCE_EXHAUSTED; bounds ANOVA d=2 feature sets)")
+    flag("max-message-mb", int, "largest request/response in MiB")
+    flag("cache-size", int, "result-cache entries per process (one per distinct request; 0 = off)")
+    flag("cache-mb", int, "result-cache size per process in MiB of stored answers (0 = off)")
+    flag("keep-versions", int, "newest loadable versions kept loaded per model, for pinned clients")
+    flag("grace-seconds", float, "on SIGTERM, how long in-flight requests may run before they are cancelled")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     # Internal: set by the supervisor for its workers.
     p.add_argument("--worker-ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -68,13 +78,31 @@ def register(subparsers) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name in ("workers", "threads", "max_pairs", "max_message_mb", "keep_versions"):
+    for name in ("workers", "threads", "max_pairs", "max_message_mb", "keep_versions", "max_align_points",
+                 "max_keys"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if args.cache_size < 0:
-        raise InputError(f"--cache-size must be >= 0, got {args.cache_size}")
+    for name in ("cache_size", "cache_mb"):
+        if getattr(args, name) < 0:
+            raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if not args.models.is_dir():
         raise InputError("model repository root is not a directory (--models)", args.models)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise InputError("--tls-cert and --tls-key go together (the certificate and its private key)")
+    for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        if path is not None and not path.is_file():
+            raise InputError(f"not a readable file ({flag})", path)
+
+
+def _options(args: argparse.Namespace, **overrides):
+    """ServeOptions from the parsed arguments (every field the command line has) + overrides."""
+    import dataclasses
+
+    from server.options import ServeOptions
+
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServeOptions) if hasattr(args, f.name)}
+    values.update(overrides)
+    return ServeOptions(**values)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,20 +117,15 @@ def run(args: argparse.Namespace) -> int:
 
 # -- one process ---------------------------------------------------------------------------
 def _serve_here(args: argparse.Namespace) -> int:
-    from server.app import ScoringServer, ServeOptions
+    from server.app import ScoringServer
     from server.logs import log_event
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())
     in_worker = args.worker_ready_fd is not None
-    options = ServeOptions(
-        models=args.models, host=args.host, port=args.port, workers=1, threads=args.threads,
-        poll_seconds=args.poll_seconds, enable_admin=args.enable_admin,
-        metrics_port=None if in_worker else args.metrics_port, max_pairs=args.max_pairs,
-        max_message_mb=args.max_message_mb, cache_size=args.cache_size,
-        keep_versions=args.keep_versions, grace_seconds=args.grace_seconds, reuse_port=args.reuse_port,
-        notify_reload=in_worker)
+    options = _options(args, workers=1, metrics_port=None if in_worker else args.metrics_port,
+                       notify_reload=in_worker)
     server = ScoringServer(options)
     if in_worker:  # a sibling got a Reload: the supervisor forwards SIGUSR1 to every ready worker
         signal.signal(signal.SIGUSR1, lambda signum, frame: server.repository.request_scan())
@@ -123,33 +146,19 @@ def _serve_here(args: argparse.Namespace) -> int:
 
 
 # -- supervisor of N worker processes ------------------------------------------------------
-def _reserve_port(host: str, port: int) -> socket.socket:
-    """Bind (never listen) a SO_REUSEPORT socket so the workers can share the port."""
-    bare = host.strip("[]")
-    if bare == "localhost":
-        bare = "127.0.0.1"
-    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    if sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 0:
-        raise InputError("this system does not support SO_REUSEPORT; run one process per port instead")
-    try:
-        sock.bind((bare, port))
-    except OSError as exc:
-        sock.close()
-        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror} (--host/--port)") from None
-    return sock
-
-
 def _worker_argv(args: argparse.Namespace, port: int, ready_fd: int) -> list[str]:
     """The worker's command line: this one's options, its port, and how to report ready."""
     argv = [sys.executable, "-m", "training.cli", "serve",
             "--models", str(args.models), "--host", args.host, "--port", str(port),
             "--threads", str(args.threads), "--poll-seconds", str(args.poll_seconds),
             "--max-pairs", str(args.max_pairs), "--max-message-mb", str(args.max_message_mb),
-            "--cache-size", str(args.cache_size), "--keep-versions", str(args.keep_versions),
+            "--max-align-points", str(args.max_align_points), "--max-keys", str(args.max_keys),
+            "--cache-size", str(args.cache_size), "--cache-mb", str(args.cache_mb),
+            "--keep-versions", str(args.keep_versions),
             "--grace-seconds", str(args.grace_seconds), "--log-level", args.log_level,
             "--worker-ready-fd", str(ready_fd)]
+    if args.tls_cert is not None:
+        argv += ["--tls-cert", str(args.tls_cert), "--tls-key", str(args.tls_key)]
     if not args.port_per_worker:
         argv.append("--reuse-port")
     if args.enable_admin:
@@ -220,7 +229,9 @@ def _supervise(args: argparse.Namespace) -> int:
     if args.port_per_worker:  # worker i on PORT+i, or each on a free port of its own with --port 0
         ports = [args.port + i if args.port else 0 for i in range(args.workers)]
     else:
-        reserved = _reserve_port(args.host, args.port)
+        from server.ports import reserve_shared_port
+
+        reserved = reserve_shared_port(args.host, args.port)
         ports = [reserved.getsockname()[1]] * args.workers
     log_event(logging.INFO, "starting_workers", workers=args.workers, ports=sorted(set(ports)))
     try:
@@ -241,7 +252,7 @@ def _supervise(args: argparse.Namespace) -> int:
         if args.metrics_port is not None:
             from server.metrics import serve_multiprocess_http
             try:
-                serve_multiprocess_http(args.metrics_port)
+                serve_multiprocess_http(args.metrics_port, args.metrics_host or args.host)
             except OSError as exc:
                 raise InputError(f"cannot serve metrics on port {args.metrics_port}: {exc} (--metrics-port)") from None
         log_event(logging.INFO, "listening", port=ports[0], ports=sorted(set(ports)), workers=args.workers,

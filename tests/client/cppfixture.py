@@ -23,7 +23,8 @@ from google.protobuf import json_format
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from corpus_slice import write_corpus_slice  # noqa: E402
-from serverkit import expected_scores, model_path, score_request, sentences, subprocess_env  # noqa: E402
+from serverkit import (expected_scores, model_path, score_request, self_signed_cert, sentences,  # noqa: E402
+                       subprocess_env)
 
 MODEL = "ja-en"
 MOSES_TYPE = "hier-msd-bidirectional-fe"
@@ -80,4 +81,5 @@ def write_fixture(out: Path, ja_en_dir: Path) -> Path:
     serve = [sys.executable, "-m", "training.cli", "serve", "--models", str(root), "--host", "127.0.0.1",
              "--port", "{port}", "--poll-seconds", "0", "--log-level", "warning"]
     (out / "serve_command.txt").write_text("\n".join(serve) + "\n", encoding="utf-8")
+    self_signed_cert(out / "tls")  # tls/server.crt + tls/server.key for the TLS test
     return out

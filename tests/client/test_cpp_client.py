@@ -27,7 +27,7 @@ from toolchain import CLIENT_SUITE, require
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "moses_ff" / "client"
-EXPECTED_TESTS = 12
+EXPECTED_TESTS = 13
 
 
 def _build_dir() -> Path:

@@ -43,3 +43,15 @@ def test_inspect_bad_file(tmp_path, capsys):
     (tmp_path / "m.mrw").write_bytes(bytes(data))
     assert cli_main(["inspect", str(tmp_path / "m.mrw")]) == 4
     assert "corrupt" in capsys.readouterr().err
+
+
+def test_inspect_metadata_of_the_wrong_type_is_exit_4_naming_the_field(tmp_path, capsys):
+    from training.modelfile.container import read_weight_file, write_weight_file
+
+    make(tmp_path / "m.mrw")
+    wf = read_weight_file(tmp_path / "m.mrw")
+    write_weight_file(tmp_path / "bad.mrw", {**wf.metadata, "link": ["softmax"]},
+                      {k: np.array(v) for k, v in wf.arrays.items()})  # checksum valid, metadata foreign
+    assert cli_main(["inspect", str(tmp_path / "bad.mrw")]) == 4
+    err = capsys.readouterr().err
+    assert "'link' must be a string" in err and "Traceback" not in err

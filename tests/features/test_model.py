@@ -159,3 +159,52 @@ def test_load_warm_up_refuses_a_link_that_answers_nonsense(tmp_path, monkeypatch
         load_model(path)
     assert info.value.path == str(path)
     assert load_model(path, warm_up=False).link_name == "test-nonsense"
+
+
+# -- metadata of the wrong JSON type (issue 15): only ModelFileError comes out -------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from training.modelfile.model import METADATA_TYPES, REQUIRED_METADATA  # noqa: E402
+
+_JSON_SCALARS = st.none() | st.booleans() | st.integers(-2**40, 2**40) | \
+    st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+_JSON = st.recursive(_JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6)
+
+
+@pytest.fixture(scope="module")
+def good_model_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("meta") / "good.mrw"
+    keys = np.unique(np.random.default_rng(0).integers(0, 2**63, size=20, dtype=np.uint64))
+    write_model(path, family="svm", moses_type="phrase-mslr-forward-fe", keys=keys,
+                weights=np.zeros((keys.shape[0], 4), np.float32), bias=np.zeros(4, np.float32),
+                features="S7", threshold=10)
+    wf = read_weight_file(path)
+    return dict(wf.metadata), {k: np.array(v) for k, v in wf.arrays.items()}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.dictionaries(st.sampled_from(sorted(set(REQUIRED_METADATA) | {"training"})), _JSON,
+                               min_size=1, max_size=3))
+def test_metadata_of_any_type_loads_or_is_a_model_file_error(tmp_path, good_model_file, changes):
+    meta, arrays = good_model_file
+    path = tmp_path / "mutated.mrw"
+    write_weight_file(path, {**meta, **changes}, arrays)  # a valid checksum over foreign metadata
+    try:
+        load_model(path, warm_up=True)
+    except ModelFileError as exc:
+        wrong = [name for name, value in changes.items() if not METADATA_TYPES[name][0](value)]
+        if wrong:  # a type error names a field whose type is wrong
+            assert any(repr(name) in str(exc) for name in wrong), (changes, str(exc))
+
+
+@pytest.mark.parametrize("field, value, what", [
+    ("link", ["softmax"], "a string"), ("moses_type", 7, "a string"), ("classes", "mono", "a list of strings"),
+    ("outputs", [1, 2, 3, 4], "a list of strings"), ("n_features", "20", "an integer"),
+    ("threshold", True, "an integer"), ("hyperparameters", [], "an object"), ("features", None, "a string"),
+    ("training", "fast", "an object"), ("weights_dtype", "float64", '"float32" or "float16"'),
+])
+def test_metadata_type_errors_name_the_field(tmp_path, field, value, what):
+    message = rewrite(tmp_path, lambda m: m.update({field: value}))
+    assert f"metadata field {field!r} must be {what}" in message and str(tmp_path / "bad") in message

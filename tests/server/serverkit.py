@@ -77,7 +77,7 @@ def keys_of(train_sentences: list[Sentence]) -> np.ndarray:
 
 
 def write_test_model(path: Path, keys: np.ndarray, *, moses_type: str = "hier-msd-bidirectional-fe",
-                     seed: int = 0, family: str = "maxent") -> Path:
+                     seed: int = 0, family: str = "maxent", features: str = FEATURES) -> Path:
     """A model file over real feature keys with seeded weights (distinct per seed)."""
     from training.moses.types import MosesType
 
@@ -86,7 +86,7 @@ def write_test_model(path: Path, keys: np.ndarray, *, moses_type: str = "hier-ms
     path.parent.mkdir(parents=True, exist_ok=True)
     write_model(path, family=family, moses_type=moses_type, keys=keys,
                 weights=rng.normal(0, 1, size=(keys.shape[0], n_out)).astype(np.float32),
-                bias=rng.normal(0, 0.1, size=n_out).astype(np.float32), features=FEATURES, threshold=0,
+                bias=rng.normal(0, 0.1, size=n_out).astype(np.float32), features=features, threshold=0,
                 trainer="tests/server fixture (seeded weights over real keys)")
     return path
 
@@ -168,3 +168,54 @@ def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     return env
+
+
+def self_signed_cert(directory: Path) -> tuple[Path, Path]:
+    """A fresh self-signed certificate for localhost/127.0.0.1/::1 and its key (PEM files),
+    made with `cryptography`: the server's --tls-cert/--tls-key and the clients' root CA."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                x509.IPAddress(ipaddress.ip_address("::1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = directory / "server.crt", directory / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def listening_address(port: int) -> str:
+    """The local address a TCP socket listens on for `port` (from /proc/net/tcp and tcp6),
+    e.g. "127.0.0.1" or "0.0.0.0" or "::"; "" if none."""
+    import ipaddress
+
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A = LISTEN
+                    raw = bytes.fromhex(address)
+                    # the kernel prints each 32-bit word in host (little-endian) order
+                    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                    address = ipaddress.ip_address(raw)
+                    mapped = getattr(address, "ipv4_mapped", None)  # gRPC listens on ::ffff:127.0.0.1
+                    return str(mapped or address)
+    return ""

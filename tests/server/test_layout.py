@@ -71,4 +71,5 @@ def test_a_model_with_nonsense_warm_up_scores_is_failed_with_the_reason(repo_roo
     assert snapshot.records[1].state == LOADED
     record = snapshot.records[2]
     assert record.state == FAILED
-    assert str(bad) in record.message and "do not sum to 1 per direction" in record.message
+    assert "do not sum to 1 per direction" in record.message
+    assert str(bad) in record.detail and str(bad) not in record.message  # paths only in the log

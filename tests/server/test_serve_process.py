@@ -9,6 +9,7 @@ then the process exits 0.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +22,8 @@ import grpc
 import numpy as np
 import pytest
 
-from serverkit import (free_port, model_path, probabilities, score_request, subprocess_env, tiled_request,
-                       write_test_model)
+from serverkit import (expected_scores, free_port, model_path, probabilities, score_request, subprocess_env,
+                       tiled_request, write_test_model)
 from server.api import pb, pb_grpc
 
 
@@ -153,11 +154,22 @@ def test_bad_repository_root_is_a_clear_error(tmp_path):
     assert "--models" in proc.stderr and str(tmp_path / "none") in proc.stderr
 
 
-@pytest.mark.parametrize("flag", ["--max-pairs", "--workers"])
+@pytest.mark.parametrize("flag", ["--max-pairs", "--workers", "--max-keys", "--max-align-points"])
 def test_nonsense_limits_are_refused(repo_root, flag):
     proc = subprocess.run([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
                            flag, "0"], capture_output=True, text=True, env=subprocess_env(), timeout=120)
     assert proc.returncode == 3 and flag in proc.stderr
+
+
+@pytest.mark.parametrize("args, named", [(["--tls-cert", "{root}"], "--tls-key"),
+                                          (["--tls-cert", "{root}/none.pem", "--tls-key", "{root}/none.key"],
+                                           "--tls-cert"),
+                                          (["--cache-mb", "-1"], "--cache-mb")])
+def test_unusable_tls_and_cache_settings_are_refused(repo_root, args, named):
+    proc = subprocess.run([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
+                           *[a.format(root=repo_root) for a in args]],
+                          capture_output=True, text=True, env=subprocess_env(), timeout=120)
+    assert proc.returncode == 3 and named in proc.stderr, proc.stderr[-2000:]
 
 
 def test_port_per_worker_with_client_side_round_robin(repo_root, corpus_keys, test_sentences):
@@ -197,3 +209,144 @@ def test_a_port_in_use_is_a_clear_error(repo_root):
                                   capture_output=True, text=True, env=subprocess_env(), timeout=120)
             assert proc.returncode == 3, proc.stderr[-2000:]
             assert f"127.0.0.1:{port}" in proc.stderr and "--port" in proc.stderr
+            assert "add_port" not in proc.stderr, proc.stderr  # gRPC's raw log line stays out
+
+
+def test_a_port_held_by_another_multi_worker_server_is_refused(repo_root, corpus_keys):
+    """SO_REUSEPORT would let a second server join the first one's port and answer part of
+    its requests; it must be refused like any port in use."""
+    write_test_model(model_path(repo_root, "m", 1), corpus_keys)
+    port = free_port()
+    first = ServeProcess(repo_root, "--workers", "2", "--port", str(port))
+    try:
+        for workers in ("2", "1"):
+            second = subprocess.Popen([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
+                                       "--host", "127.0.0.1", "--port", str(port), "--workers", workers],
+                                      stderr=subprocess.PIPE, text=True, env=subprocess_env())
+            try:
+                _, err = second.communicate(timeout=120)
+            except subprocess.TimeoutExpired:  # it started: the defect (stop it and its workers)
+                second.send_signal(signal.SIGTERM)
+                second.communicate(timeout=60)
+                raise AssertionError(f"a second server (--workers {workers}) started on the busy port {port}")
+            assert second.returncode == 3, err[-2000:]
+            assert f"127.0.0.1:{port}" in err and "address already in use" in err and "--port" in err
+            assert "add_port" not in err, err  # no raw gRPC log line before our message
+    finally:
+        assert first.stop() == 0
+
+
+def _exit_seconds(server: ServeProcess) -> float:
+    started = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(120)
+    return time.monotonic() - started
+
+
+def test_sigterm_exits_within_the_grace_period_even_with_a_long_request_in_flight(repo_root, corpus_keys):
+    from test_limits import quadratic_request
+
+    write_test_model(model_path(repo_root, "s8", 1), corpus_keys, features="S8")
+    grace = 2.0
+    server = ServeProcess(repo_root, "--grace-seconds", str(grace), "--max-keys", str(10 ** 9),
+                          "--max-message-mb", "64", "--cache-size", "0")
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+        stub = pb_grpc.ReorderingScorerStub(channel)
+        small = quadratic_request("s8", 500)  # ~640k keys: sizes the big one on this machine
+        stub.Score(small, timeout=120)
+        started = time.monotonic()
+        stub.Score(small, timeout=120)
+        per_pair = (time.monotonic() - started) / 500
+        n_pairs = int(min(200_000, max(20_000, 30.0 / per_pair)))  # ~30 s of work, or more
+        outcome, big = [], quadratic_request("s8", n_pairs)
+
+        def call():
+            try:
+                outcome.append(stub.Score(big, timeout=600))
+            except grpc.RpcError as exc:
+                outcome.append(exc.code())
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        time.sleep(3.0)  # the request is being scored (the server logs score_abandoned below if so)
+        assert not outcome, "the long request finished before SIGTERM: the test proved nothing"
+        took = _exit_seconds(server)
+        thread.join(60)
+        channel.close()
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0, server.events[-5:]
+    assert took < grace + 5.0, f"exit took {took:.1f} s with --grace-seconds {grace}"
+    assert outcome and outcome[0] in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), outcome
+    assert "score_abandoned" in server.names(), (took, server.events[-6:])
+
+
+def test_a_served_file_truncated_or_copied_over_keeps_serving_the_validated_version(repo_root, corpus_keys,
+                                                                                  test_sentences, tmp_path):
+    """An operator's `cp` onto a served file must neither kill the server (SIGBUS on a
+    mapped file) nor change its answers while GetModel says LOADED."""
+    served = write_test_model(model_path(repo_root, "m", 1), corpus_keys, seed=1)
+    other = write_test_model(tmp_path / "other.mrw", corpus_keys, seed=2)
+    sentences = test_sentences[:4]
+    expected = [expected_scores(served, s) for s in sentences]
+    assert not np.array_equal(expected[0], expected_scores(other, sentences[0]))
+    server = ServeProcess(repo_root, "--poll-seconds", "0.2", "--cache-size", "0")
+    wrong, errors, stop = [], [], threading.Event()
+
+    def load():
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = pb_grpc.ReorderingScorerStub(channel)
+            i = 0
+            while not stop.is_set():
+                k = i % len(sentences)
+                try:
+                    got = probabilities(stub.Score(score_request(sentences[k], "m"), timeout=30))
+                    if not np.array_equal(got, expected[k]):
+                        wrong.append(k)
+                except grpc.RpcError as exc:
+                    errors.append(exc.code())
+                i += 1
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        with open(served, "r+b") as f:  # truncate in place (same inode)
+            f.truncate(served.stat().st_size // 2)
+        time.sleep(1.0)
+        shutil.copyfile(other, served)  # what `cp other.mrw ROOT/m/1/model.mrw` does
+        time.sleep(1.5)  # several polls and many requests later
+        stop.set()
+        for t in threads:
+            t.join(60)
+        alive = server.proc.poll() is None
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            info = pb_grpc.ReorderingScorerStub(channel).GetModel(pb.GetModelRequest(model="m"), timeout=30)
+    finally:
+        stop.set()
+        code = server.stop()
+    assert alive, f"the server died (exit code {server.proc.returncode})"
+    assert not wrong and not errors, (len(wrong), errors[:3])
+    assert list(info.loaded_versions) == [1] and info.status[0].state == "LOADED"
+    assert "changed on disk" in info.status[0].message
+    assert "loaded_file_changed" in server.names() and code == 0
+
+
+def test_serve_defaults_are_the_serve_options_defaults(repo_root):
+    import argparse
+    import dataclasses
+
+    from server.commands import serve
+    from server.options import ServeOptions
+
+    parser = argparse.ArgumentParser()
+    serve.register(parser.add_subparsers())
+    args = parser.parse_args(["serve", "--models", str(repo_root)])
+    shared = [f for f in dataclasses.fields(ServeOptions) if hasattr(args, f.name)]
+    assert len(shared) >= 18  # every user-facing setting has a flag
+    for f in shared:
+        if f.default is not dataclasses.MISSING:
+            assert getattr(args, f.name) == f.default, f.name
+    assert ServeOptions(models=repo_root).host == "127.0.0.1"  # loopback unless told otherwise

@@ -42,3 +42,16 @@ class PairBatch:
     @property
     def n_sentences(self) -> int:
         return int(self.src_offsets.shape[0] - 1)
+
+
+def pair_slice(batch: PairBatch, lo: int, hi: int) -> PairBatch:
+    """Pairs lo..hi-1 of a batch (sentences are shared, not copied): feature extraction and
+    scoring of a large batch go slice by slice with the same answers as in one go."""
+    t0, t1 = batch.tgt_offsets[lo], batch.tgt_offsets[hi]
+    a0, a1 = batch.align_offsets[lo], batch.align_offsets[hi]
+    return PairBatch(
+        src_tokens=batch.src_tokens, src_offsets=batch.src_offsets,
+        pair_sentence=batch.pair_sentence[lo:hi], src_start=batch.src_start[lo:hi], src_end=batch.src_end[lo:hi],
+        tgt_tokens=batch.tgt_tokens[t0:t1], tgt_offsets=batch.tgt_offsets[lo:hi + 1] - t0,
+        align_src=batch.align_src[a0:a1], align_tgt=batch.align_tgt[a0:a1],
+        align_offsets=batch.align_offsets[lo:hi + 1] - a0)

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from training import __version__
 from training.atomic import fsync_directory
-from training.features.batch import PairBatch
+from training.features.batch import PairBatch, pair_slice
 from training.errors import InputError
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
@@ -37,18 +37,6 @@ from training.features.keytable import KeyCounter, KeyIndex, find_row
 # Pairs per extraction call: bounds the key buffer (S15 can reach ~1,500 keys for one pair).
 SUB_BATCH_PAIRS = 65_536
 CACHE_FORMAT = "moses-reorder-features"
-
-
-def pair_slice(batch: PairBatch, lo: int, hi: int) -> PairBatch:
-    """Pairs lo..hi-1 of a batch (sentences are shared, not copied)."""
-    t0, t1 = batch.tgt_offsets[lo], batch.tgt_offsets[hi]
-    a0, a1 = batch.align_offsets[lo], batch.align_offsets[hi]
-    return PairBatch(
-        src_tokens=batch.src_tokens, src_offsets=batch.src_offsets,
-        pair_sentence=batch.pair_sentence[lo:hi], src_start=batch.src_start[lo:hi], src_end=batch.src_end[lo:hi],
-        tgt_tokens=batch.tgt_tokens[t0:t1], tgt_offsets=batch.tgt_offsets[lo:hi + 1] - t0,
-        align_src=batch.align_src[a0:a1], align_tgt=batch.align_tgt[a0:a1],
-        align_offsets=batch.align_offsets[lo:hi + 1] - a0)
 
 
 def iter_keys(batch: PairBatch, spec: FeatureSpec, size: int = SUB_BATCH_PAIRS) -> Iterator[tuple[np.ndarray, np.ndarray]]:

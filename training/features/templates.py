@@ -43,7 +43,7 @@ from training.features.spec import (
 )
 from training.features.hashing import combine, finalize
 
-__all__ = ["extract_keys", "pair_keys", "FeatureSpec"]
+__all__ = ["extract_keys", "key_bounds", "pair_keys", "FeatureSpec"]
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -139,10 +139,11 @@ def _sort_unique(a, lo, hi):
 
 
 @nb.njit(nogil=True, cache=True)
-def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tokens, tgt_offsets,
-             align_src, align_tgt, align_offsets, words, boundaries, alignments, pair, source, context,
-             anova_low, anova_high, tags):
-    n = pair_sentence.shape[0]
+def _bounds(src_start, src_end, tgt_offsets, align_offsets, words, boundaries, alignments, pair, source,
+            context, anova_low, anova_high):
+    """Per pair, an upper bound of its keys (before de-duplication) as cumulative offsets
+    bound[n_pairs + 1], and the largest number of base features of one pair."""
+    n = src_start.shape[0]
     bound = np.empty(n + 1, dtype=np.int64)
     bound[0] = 0
     max_base = 0
@@ -161,6 +162,16 @@ def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tok
             size += nb_ * (nb_ - 1) // 2
         bound[p + 1] = bound[p] + size
         max_base = max(max_base, nb_)
+    return bound, max_base
+
+
+@nb.njit(nogil=True, cache=True)
+def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tokens, tgt_offsets,
+             align_src, align_tgt, align_offsets, words, boundaries, alignments, pair, source, context,
+             anova_low, anova_high, tags):
+    n = pair_sentence.shape[0]
+    bound, max_base = _bounds(src_start, src_end, tgt_offsets, align_offsets, words, boundaries, alignments,
+                              pair, source, context, anova_low, anova_high)
     keys = np.empty(bound[n], dtype=np.uint64)
     base = np.empty(max_base, dtype=np.uint64)
     indptr = np.empty(n + 1, dtype=np.int64)
@@ -203,6 +214,18 @@ def extract_keys(batch: PairBatch, spec: FeatureSpec) -> tuple[np.ndarray, np.nd
     if used * 4 < full.shape[0] * 3:
         keys = keys.copy()  # give back the over-allocation when duplicates were many
     return indptr, keys
+
+
+def key_bounds(batch: PairBatch, spec: FeatureSpec) -> np.ndarray:
+    """int64 [n_pairs + 1] cumulative upper bounds of each pair's keys under `spec`, without
+    extracting: pair p has at most bounds[p+1] - bounds[p] keys, and `extract_keys` allocates
+    bounds[-1] of them. With ANOVA d=2 that is quadratic in a pair's base features, so a
+    server checks this before it extracts (and cuts a large request into slices by it)."""
+    bound, _ = _bounds(batch.src_start, batch.src_end, batch.tgt_offsets, batch.align_offsets,
+                       "words" in spec.templates, "boundaries" in spec.templates, "alignments" in spec.templates,
+                       "pair" in spec.templates, "source" in spec.templates, spec.context, spec.anova_low,
+                       spec.anova_high)
+    return bound
 
 
 _PAIR_SPEC = FeatureSpec(("pair",))

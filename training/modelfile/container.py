@@ -1,6 +1,6 @@
 """The weight-file container: magic, version, sanity values, JSON metadata, aligned arrays, SHA-256.
 
-Every trainer writes one of these and the server maps it. This module knows bytes, not
+Every trainer writes one of these and the server reads it (into memory, never mapped). This module knows bytes, not
 models: it stores a metadata dict and named numpy arrays and gives them back exactly,
 or raises ModelFileError. What the arrays mean is training/model.py's business.
 Never pickle; never return anything from a file whose checksum does not match.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -55,7 +54,7 @@ def _pad(n: int) -> int:
 
 @dataclass(frozen=True)
 class WeightFile:
-    """What `read_weight_file` returns: arrays are read-only views of the mapped file."""
+    """What `read_weight_file` returns: arrays are read-only views of the file's bytes in memory."""
 
     path: str
     metadata: dict[str, Any]
@@ -123,8 +122,23 @@ def _fail(path: str, message: str) -> ModelFileError:
     return ModelFileError(message, path)
 
 
+def _aligned_buffer(size: int) -> np.ndarray:
+    """A uint8 buffer of `size` bytes starting on an ALIGN boundary (as a page-aligned
+    mapping would), so every array's 64-byte file alignment is an address alignment too."""
+    raw = np.empty(size + ALIGN, dtype=np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    return raw[skip:skip + size]
+
+
 def read_weight_file(path: str | os.PathLike) -> WeightFile:
-    """Map a weight file and check it completely before returning anything from it."""
+    """Read a weight file into memory and check it completely before returning anything from it.
+
+    The file is read, not mapped: the arrays returned are views of a private copy, so a
+    file truncated or copied over in place afterwards (an operator's `cp` onto a served
+    model) can neither crash the reader with SIGBUS nor change what it validated. Model
+    files are small (megabytes to a few hundred MB), and the checksum is over exactly
+    the bytes that are used.
+    """
     spath = os.fspath(path)
     try:
         with open(spath, "rb") as f:
@@ -134,7 +148,10 @@ def read_weight_file(path: str | os.PathLike) -> WeightFile:
                 if head and (MAGIC.startswith(head) or INCOMPLETE_MAGIC.startswith(head)):
                     raise _fail(spath, f"truncated weight file ({size} bytes); write it again")
                 raise _fail(spath, "not a moses-reorder weight file (too short, wrong magic bytes)")
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mm = _aligned_buffer(size)
+            got = f.readinto(mm)
+            if got != size or f.read(1):
+                raise _fail(spath, "the weight file changed size while it was read; read it again")
     except OSError as exc:
         raise _fail(spath, f"cannot read weight file: {exc.strerror or exc}") from exc
     view = memoryview(mm)
@@ -180,6 +197,7 @@ def read_weight_file(path: str | os.PathLike) -> WeightFile:
                     or offset + nbytes > data_len):
                 raise ValueError(f"array {name!r}: bad offset or size")
             arr = np.frombuffer(mm, dtype=np.dtype(dtype), count=count, offset=data_offset + offset)
+            arr.flags.writeable = False  # views of the one private copy: nobody writes to it
             arrays[name] = arr.reshape(tuple(shape))
     except (ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError) as exc:
         raise _fail(spath, f"bad weight-file header: {exc}") from exc

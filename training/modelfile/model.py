@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +23,9 @@ import numba as nb
 import numpy as np
 
 from training import __version__
-from training.features.batch import PairBatch
+from training.features.batch import PairBatch, pair_slice
 from training.errors import MosesReorderError, ModelFileError
-from training.features.templates import extract_keys
+from training.features.templates import extract_keys, key_bounds
 from training.features.spec import FeatureSpec
 from training.features.hashing import HASH_SCHEME
 from training.features.keytable import KeyIndex, find_row
@@ -178,6 +179,29 @@ class LoadedModel:
         indptr, keys = extract_keys(batch, self.spec)
         return self.predict_proba_keys(indptr, keys)
 
+    def key_bounds(self, batch: PairBatch) -> np.ndarray:
+        """Cumulative upper bounds of the batch's feature keys under this model's features
+        (training.features.templates.key_bounds): what scoring it will cost, known before it starts."""
+        return key_bounds(batch, self.spec)
+
+    def predict_proba_sliced(self, batch: PairBatch, bounds: np.ndarray, slice_keys: int,
+                             keep_going: Callable[[], bool]) -> np.ndarray | None:
+        """`predict_proba` (same answers) in slices of consecutive pairs of at most about
+        `slice_keys` keys each (`bounds` from `key_bounds`), asking `keep_going()` before
+        each slice; None as soon as it says no. A server scores this way so a request whose
+        client gave up, or a server that is shutting down, stops within one slice."""
+        n = batch.n_pairs
+        out = np.empty((n, len(self.outputs)), dtype=np.float32)
+        start = 0
+        while start < n:
+            if not keep_going():
+                return None
+            stop = int(np.searchsorted(bounds, bounds[start] + slice_keys, side="right")) - 1
+            stop = min(max(stop, start + 1), n)
+            out[start:stop] = self.predict_proba(pair_slice(batch, start, stop))
+            start = stop
+        return out
+
     def summary(self) -> dict[str, Any]:
         """What `inspect` and the server's GetModel report."""
         return {
@@ -194,6 +218,57 @@ def _check(ok: bool, path: str, message: str) -> None:
         raise ModelFileError(message, path)
 
 
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# The JSON type of every metadata field that software reading a model file relies on
+# (the loader, links, `inspect`, `evaluate`): a file whose checksum is right can still have
+# been written by something else, and a wrong type must be a ModelFileError naming the
+# field, not a TypeError deep inside. Optional fields are checked when present.
+METADATA_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "format": (lambda v: isinstance(v, str), "a string"),
+    "family": (lambda v: isinstance(v, str), "a string"),
+    "link": (lambda v: isinstance(v, str), "a string"),
+    "moses_type": (lambda v: isinstance(v, str), "a string"),
+    "classes": (_is_str_list, "a list of strings"),
+    "directions": (_is_str_list, "a list of strings"),
+    "outputs": (_is_str_list, "a list of strings"),
+    "features": (lambda v: isinstance(v, str), "a string"),
+    "hash_scheme": (lambda v: isinstance(v, str), "a string"),
+    "threshold": (_is_int, "an integer"),
+    "n_features": (_is_int, "an integer"),
+    "weights_dtype": (lambda v: v in ("float32", "float16"), '"float32" or "float16"'),
+    "trainer": (lambda v: isinstance(v, str), "a string"),
+    "hyperparameters": (lambda v: isinstance(v, dict), "an object"),
+    "corpus_fingerprint": (lambda v: isinstance(v, str), "a string"),
+    "training_seconds": (_is_number, "a number"),
+    "software_version": (lambda v: isinstance(v, str), "a string"),
+    "created_at": (lambda v: isinstance(v, str), "a string"),
+    "training": (lambda v: isinstance(v, dict), "an object"),  # optional: what the trainer reported
+}
+
+
+def _check_metadata_types(meta: dict[str, Any], path: str) -> None:
+    for name, (ok, what) in METADATA_TYPES.items():
+        if name in meta and not ok(meta[name]):
+            raise ModelFileError(f"metadata field {name!r} must be {what}, is {type(meta[name]).__name__} "
+                                 f"{_short(meta[name])}", path)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def load_model(path: str | os.PathLike, warm_up: bool = True) -> LoadedModel:
     """Map, verify and index a model file; ModelFileError for anything we cannot serve exactly.
 
@@ -205,6 +280,7 @@ def load_model(path: str | os.PathLike, warm_up: bool = True) -> LoadedModel:
     meta, arrays, p = wf.metadata, wf.arrays, wf.path
     missing = [k for k in REQUIRED_METADATA if k not in meta]
     _check(not missing, p, f"not a model file: metadata lacks {', '.join(missing)}")
+    _check_metadata_types(meta, p)
     _check(meta["format"] == MODEL_FORMAT, p, f"metadata format {meta['format']!r} is not {MODEL_FORMAT!r}")
     _check(meta["hash_scheme"] == HASH_SCHEME, p,
            f"feature hash scheme {meta['hash_scheme']!r} differs from this software's {HASH_SCHEME!r}; "

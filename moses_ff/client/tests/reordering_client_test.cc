@@ -339,5 +339,39 @@ TEST(Client, RoundRobinOverTwoReplicasSurvivesLosingOne) {
   }
 }
 
+TEST(Client, TlsWithTheServersCertificateAsRootGetsTheSameScores) {
+  REQUIRE_FIXTURE();
+  const std::string cert = g_fixture->dir + "/tls/server.crt";
+  std::vector<std::string> argv = g_fixture->serve_argv;
+  argv.insert(argv.end(), {"--tls-cert", cert, "--tls-key", g_fixture->dir + "/tls/server.key"});
+  ServerProcess server(argv, FreeLoopbackPort(), g_fixture->dir + "/server-tls.log");
+  server.Start();
+  server.WaitReady(g_fixture->model(), kStartupMs, cert);
+  ClientOptions o = Options(server.address());
+  o.tls_root_certs_file = cert;
+  Client client(o);
+  for (size_t i = 0; i < g_fixture->requests.size(); ++i) {
+    ExpectRowsEqual(g_fixture->expected[g_fixture->newest()][i],
+                    client.Score(g_fixture->model(), 0, g_fixture->requests[i]), "tls request " + std::to_string(i));
+  }
+  ClientOptions plain = Options(server.address(), 2000);  // plaintext to a TLS server gets nowhere
+  plain.max_attempts = 1;
+  try {
+    Client(plain).GetModel(g_fixture->model());
+    FAIL() << "a plaintext client reached a TLS server";
+  } catch (const ClientError &e) {
+    EXPECT_EQ(14, e.code()) << e.what();
+  }
+  ClientOptions missing = Options(server.address());
+  missing.tls_root_certs_file = g_fixture->dir + "/tls/missing.pem";
+  try {
+    Client unusable(missing);
+    FAIL() << "no error for an unreadable root certificate file";
+  } catch (const ClientError &e) {
+    EXPECT_EQ(3, e.code());
+    EXPECT_NE(std::string(e.what()).find("missing.pem"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace reordering

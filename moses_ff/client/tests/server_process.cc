@@ -97,10 +97,11 @@ std::string ServerProcess::LogTail() const {
   return all.size() > 3000 ? all.substr(all.size() - 3000) : all;
 }
 
-void ServerProcess::WaitReady(const std::string &model, int timeout_ms) {
+void ServerProcess::WaitReady(const std::string &model, int timeout_ms, const std::string &tls_root_certs_file) {
   ClientOptions o;
   o.target = address();
   o.timeout_ms = 1000;
+  o.tls_root_certs_file = tls_root_certs_file;
   Client client(o);
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::string last;

@@ -26,8 +26,9 @@ class ServerProcess {
   // SIGTERM, then SIGKILL after 5 s; waits for the process.
   void Stop();
   // Polls GetModel(model) until it answers or `timeout_ms` passes; throws with the
-  // server's log tail if it never does or the process died.
-  void WaitReady(const std::string &model, int timeout_ms);
+  // server's log tail if it never does or the process died. A server started with
+  // --tls-cert is asked over TLS with `tls_root_certs_file` as the root.
+  void WaitReady(const std::string &model, int timeout_ms, const std::string &tls_root_certs_file = "");
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string LogTail() const;

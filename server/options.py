@@ -1,0 +1,63 @@
+"""The scoring server's settings and their defaults: the one place they are written.
+
+`ServeOptions` is what server.app.ScoringServer runs with; `moses-reorder serve`
+(server/commands/serve.py) takes its argparse defaults from here (`default(name)`), so a
+default is changed in one line. This module imports nothing heavy (no gRPC, no numba):
+the CLI reads it to build `--help`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ServeOptions:
+    models: Path
+    # Loopback unless told otherwise: the container and replicas pass --host 0.0.0.0 or [::].
+    host: str = "127.0.0.1"
+    port: int = 50051
+    workers: int = 1
+    threads: int = 4
+    poll_seconds: float = 10.0
+    enable_admin: bool = False
+    metrics_port: int | None = None
+    metrics_host: str | None = None  # None: the same address as --host
+    # TLS: both PEM files, or neither (plaintext).
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # Limits of one Score request (each refused with RESOURCE_EXHAUSTED naming the field).
+    max_pairs: int = 200_000
+    max_message_mb: int = 16
+    # Alignment points of one pair (duplicates count). Moses extracts phrases of at most
+    # 7 words a side by default, so a pair has at most 7 x 7 = 49 points; the 1.6 million
+    # pairs extracted from ja-en train have at most 10 (benchmarks/request_limits.py).
+    # 64 leaves room for --max-phrase-length 8.
+    max_align_points: int = 64
+    # Feature keys one request may expand to (the upper bound counted before extraction).
+    # With ANOVA d=2 a pair costs about (base features)^2 / 2 keys, so this, not
+    # --max-pairs, bounds an S8/S9/S14/S15 request's time. The realistic ja-en requests
+    # (every phrase-table option of a test sentence) need at most 40k keys under S15;
+    # 8M admits 200,000 typical S15 pairs and costs about 2 s at 4M keys/s.
+    max_keys: int = 8_000_000
+    # Result cache: entries and bytes of stored answers per process (either 0 = off).
+    cache_size: int = 1024
+    cache_mb: int = 64
+    keep_versions: int = 2
+    grace_seconds: float = 10.0
+    reuse_port: bool = False  # set by the multi-worker parent: several processes share the port
+    notify_reload: bool = False  # a worker: after Reload, SIGUSR1 the supervisor so siblings rescan
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ServeOptions)}
+
+
+def default(name: str) -> Any:
+    """The default of one ServeOptions field (for the CLI's argparse defaults and help)."""
+    value = _FIELDS[name].default
+    if value is dataclasses.MISSING:
+        raise KeyError(f"ServeOptions.{name} has no default")
+    return value
