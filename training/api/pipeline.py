@@ -78,7 +78,10 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     from training.store.examples import ExampleStore
 
     mtype = MosesType.parse(moses_type)
-    families = list(FAMILIES) if families is None else families
+    if families is None:
+        families = list(defaults.PIPELINE_FAMILIES)
+    elif families == ["all"]:
+        families = list(FAMILIES)
     name = name or corpus.resolve().name
     files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
     out.mkdir(parents=True, exist_ok=True)
@@ -101,8 +104,18 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
               f"{rows[0]['direction']} direction; time = training seconds\n\n")
     report = header + study_table(rows, list(mtype.classes)) + "\n"
     (out / "report.md").write_text(report, encoding="utf-8")
+    decoding = f"{name}-{rows[0]['family']}"   # the first family asked for: by default svm
     return {"rows": rows, "report": report, "models_root": str(models_root), "table": str(table),
-            "store": str(store_dir)}
+            "store": str(store_dir), "decoding_model": decoding,
+            "moses_ini_line": moses_feature_line(mtype, decoding),
+            "serve_command": f"moses-reorder serve --models {models_root} "
+                             f"--port {defaults.SERVE_ADDRESS.rsplit(':', 1)[1]}"}
+
+
+def moses_feature_line(mtype, model: str, server: str = defaults.SERVE_ADDRESS) -> str:
+    """The moses.ini [feature] line that decodes with a served model (README, "Moses")."""
+    return (f"ExternalReordering name=LexicalReordering0 num-features={len(mtype.outputs)} type={mtype} "
+            f"input-factor=0 output-factor=0 server={server} model={model}")
 
 
 def run_corpus_experiment(corpus: Path, work: Path, *, families: list[str], feature_sets: list[str],
