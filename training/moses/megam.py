@@ -26,10 +26,11 @@ lambda (`-lambda`, default 1) being the precision of a zero-mean Gaussian prior 
 weight (the bias too, when there is one). That is scikit-learn's
 LogisticRegression(C=1/lambda, fit_intercept=False) (tests/moses/test_megam.py checks it
 on real PRO samples). MegaM runs exactly `-maxi` conjugate-gradient iterations; this
-program runs L-BFGS (scipy) on the same objective, with a diagonal (Jacobi) change of
-variables so that features of very different scales (LM log-probabilities, word
-penalty, reordering scores) converge together, to a gradient tolerance, with `-maxi`
-as its iteration cap (a warning on stderr if the cap stops it first).
+program runs truncated Newton (scipy's Newton-CG, exact Hessian-vector products) on the
+same objective, with a diagonal (Jacobi) change of variables so that features of very
+different scales (LM log-probabilities, word penalty, reordering scores) converge
+together, to convergence, with `-maxi` as its cap on Newton steps (a warning on stderr if
+the cap stops it first; about 15 steps are needed on real PRO samples).
 
 Output, as MegaM prints it: `**BIAS** w` first if there is a bias, then every feature in
 order of first appearance in the file, `name w` with w in fixed notation (never an
@@ -51,7 +52,7 @@ import numpy as np
 BIAS = "**BIAS**"
 DEFAULT_LAMBDA = 1.0       # MegaM's default -lambda
 DEFAULT_MAXI = 100         # MegaM's default -maxi for maxent models
-GRADIENT_TOLERANCE = 1e-9  # on the preconditioned gradient's max norm, relative to the sample count
+STEP_TOLERANCE = 1e-12     # Newton-CG stops when the mean |step| of the (scaled) weights is below this
 PRINT_THRESHOLD = 1e-10    # MegaM leaves |w| <= 1e-10 out of its output
 
 USAGE = """usage: moses-reorder-megam [-fvals] [-nobias] [-maxi N] [-lambda F] [-quiet] binary FILE
@@ -59,7 +60,7 @@ USAGE = """usage: moses-reorder-megam [-fvals] [-nobias] [-maxi N] [-lambda F] [
 A MegaM-compatible binary logistic regression for Moses's PRO (mert-moses.pl --pairwise-ranked).
   -fvals      features are `name value` pairs (without it: names only, value 1)
   -nobias     no bias feature
-  -maxi N     at most N L-BFGS iterations (default 100)
+  -maxi N     at most N Newton steps (default 100)
   -lambda F   precision of the Gaussian prior on the weights (default 1)
   -quiet      no per-iteration output on stderr
 Install where mert-moses.pl looks:  ln -s "$(command -v moses-reorder-megam)" MERTDIR/megam_i686.opt
@@ -145,10 +146,14 @@ class Fit:
 
 def fit(X, y: np.ndarray, *, lam: float = DEFAULT_LAMBDA, maxi: int = DEFAULT_MAXI,
         progress=None) -> Fit:
-    """Minimise sum_n log(1 + exp(-y_n w.x_n)) + lam/2 ||w||^2 by L-BFGS.
+    """Minimise sum_n log(1 + exp(-y_n w.x_n)) + lam/2 ||w||^2 by truncated Newton.
 
-    Jacobi change of variables w = v / d, d_j = sqrt(H_jj(0)) = sqrt(sum_n x_nj^2 / 4 + lam)
-    (the Hessian's diagonal at w = 0): the same minimiser, a better-conditioned search.
+    scipy's Newton-CG with exact Hessian-vector products X^T S X p + lam p (S = the
+    logistic variances), so no Hessian is ever formed and thousands of sparse features
+    cost what their non-zeros cost. Jacobi change of variables w = v / d,
+    d_j = sqrt(H_jj(0)) = sqrt(sum_n x_nj^2 / 4 + lam) (the Hessian's diagonal at w = 0):
+    the same minimiser, a better-conditioned inner CG. On real PRO samples it converges
+    in about 15 Newton steps; L-BFGS needed more than MegaM's 30 on a 2,400-line slice.
     """
     from scipy.optimize import minimize
     from scipy.special import expit, log_expit
@@ -167,20 +172,20 @@ def fit(X, y: np.ndarray, *, lam: float = DEFAULT_LAMBDA, maxi: int = DEFAULT_MA
         grad = Xs.T @ (-y * expit(-margin)) + lam_v * v
         return loss, grad
 
-    scale = max(1.0, float(n))
+    def hessp(v, p):
+        z = Xs @ v
+        return Xs.T @ (expit(z) * expit(-z) * (Xs @ p)) + lam_v * p
+
     iteration = [0]
 
-    def callback(intermediate_result):
+    def callback(v):
         iteration[0] += 1
         if progress is not None:
-            progress(f"it {iteration[0]:>3}  objective {intermediate_result.fun:.10g}")
+            progress(f"it {iteration[0]:>3}  objective {objective(v)[0]:.10g}")
 
-    result = minimize(objective, np.zeros(m), jac=True, method="L-BFGS-B", callback=callback,
-                      options={"maxiter": maxi, "gtol": GRADIENT_TOLERANCE * scale, "ftol": 0.0,
-                               "maxcor": 20, "maxls": 50})
-    grad_max = float(np.max(np.abs(result.jac))) if m else 0.0
-    converged = bool(grad_max <= GRADIENT_TOLERANCE * scale * 10)
-    return Fit(result.x / d, float(result.fun), int(result.nit), converged)
+    result = minimize(objective, np.zeros(m), jac=True, hessp=hessp, method="Newton-CG", callback=callback,
+                      options={"maxiter": maxi, "xtol": STEP_TOLERANCE})
+    return Fit(result.x / d, float(result.fun), int(result.nit), bool(result.status == 0))
 
 
 def _diag(values: np.ndarray):
@@ -269,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     n, m = samples.X.shape
     if not opts.quiet:
-        progress(f"{n} examples, {m} features, lambda {opts.lam:g}, at most {opts.maxi} L-BFGS iterations")
+        progress(f"{n} examples, {m} features, lambda {opts.lam:g}, at most {opts.maxi} Newton steps")
     result = fit(samples.X, samples.y, lam=opts.lam, maxi=opts.maxi, progress=None if opts.quiet else progress)
     if not result.converged:
         sys.stderr.write(f"moses-reorder-megam: warning: stopped by -maxi {opts.maxi} before converging\n")
