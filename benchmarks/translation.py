@@ -238,7 +238,7 @@ class Study:
         root = self.work / "tm"
         if root.exists():
             shutil.rmtree(root)
-        root.mkdir(parents=True)
+        (root / "model").mkdir(parents=True)       # steps 1-3 would have made it
         cmd = ["perl", self.scripts / "training" / "train-model.perl", "-root-dir", root,
                "-corpus", self.cdir / "train", "-f", SRC, "-e", TGT,
                "-alignment", "grow-diag-final-and", "-alignment-file", self.cdir / "aligned",
@@ -633,11 +633,12 @@ def score_rows(study: Study, subset: str) -> tuple[list[dict], dict]:
                           {"BLEU": BLEU(tokenize="none", force=True), "chrF": CHRF()},
                           [pooled_refs], test_type="bs", n_samples=1000)
         _, scores = test()
+        bleu_key, chrf_key = (next(k for k in scores if k.startswith(m)) for m in ("BLEU", "chrF"))
         row["pooled_runs"] = n
-        row["p_bleu"] = scores["BLEU"][1].p_value
-        row["p_chrf"] = scores["chrF"][1].p_value
-        row["pooled_bleu"] = (scores["BLEU"][0].score, scores["BLEU"][1].score)
-        row["pooled_chrf"] = (scores["chrF"][0].score, scores["chrF"][1].score)
+        row["p_bleu"] = scores[bleu_key][1].p_value
+        row["p_chrf"] = scores[chrf_key][1].p_value
+        row["pooled_bleu"] = (scores[bleu_key][0].score, scores[bleu_key][1].score)
+        row["pooled_chrf"] = (scores[chrf_key][0].score, scores[chrf_key][1].score)
     return rows, outputs
 
 
