@@ -15,6 +15,8 @@ from pathlib import Path
 from training.corpus.reading import DEFAULT_MAX_SENTENCE_LENGTH as MAX_SENTENCE_LENGTH  # noqa: F401
 from training.moses.extract import DEFAULT_MAX_PHRASE_LENGTH as MAX_PHRASE_LENGTH  # noqa: F401
 from training.moses.extract import DEFAULT_MODELS as EXTRACT_MODELS  # noqa: F401
+from training.moses.megam import DEFAULT_LAMBDA as MEGAM_LAMBDA  # noqa: F401  (MegaM's, for PRO)
+from training.moses.megam import DEFAULT_MAXI as MEGAM_MAXI  # noqa: F401
 from training.moses.table import DEFAULT_SMOOTHING as SMOOTHING  # noqa: F401
 from training.store.build import DEFAULT_CHUNK_EXAMPLES as CHUNK_EXAMPLES  # noqa: F401
 
