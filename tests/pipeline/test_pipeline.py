@@ -31,9 +31,14 @@ def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path,
                  "--families", "nb-map,lexical", "--type", "wbe-msd-bidirectional-fe"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "| nb-map | S7 |" in printed and "| lexical (baseline: Moses's own) |" in printed
+    assert "| nb-map | S6 |" in printed and "| lexical (baseline: Moses's own) |" in printed
     [report] = (out / "reports").glob("report-*.md")
     assert report.read_text(encoding="utf-8") in printed
+    # it ends with what decoding needs: the serve command and the moses.ini line of the first family's model
+    assert f"moses-reorder serve --models {out / 'models'} --port 50051" in printed
+    assert printed.rstrip().endswith(
+        "ExternalReordering name=LexicalReordering0 num-features=6 type=wbe-msd-bidirectional-fe "
+        "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-nb-map")
 
     store = ExampleStore.open(out / "store")
     assert store.n_sentences == 600 and "wbe-msd" in store.models
@@ -52,9 +57,23 @@ def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path,
     assert not (out / "runs").exists()
 
 
+def test_by_default_it_trains_the_best_measured_model(small_corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["pipeline", "--corpus", str(small_corpus), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| svm | S6 |" in printed
+    assert [p.name for p in (out / "models").iterdir()] == ["tanaka-600-svm"]
+    model = load_model(out / "models" / "tanaka-600-svm" / "1" / "model.mrw")
+    assert model.moses_type == "hier-msd-bidirectional-fe" and model.metadata["family"] == "svm"
+    assert printed.rstrip().endswith(
+        "ExternalReordering name=LexicalReordering0 num-features=6 type=hier-msd-bidirectional-fe "
+        "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-svm")
+
+
 def test_a_source_conditioned_type_builds_every_family(small_corpus, tmp_path):
     out = tmp_path / "run"
-    result = run_pipeline(small_corpus, out, moses_type="wbe-msd-backward-f", log=lambda line: None)
+    result = run_pipeline(small_corpus, out, moses_type="wbe-msd-backward-f", families=["all"],
+                          log=lambda line: None)
     assert {row["family"] for row in result["rows"]} >= {"svm", "dual-mlr", "nb-map", "lexical"}
     lexical = load_model(out / "models" / "tanaka-600-lexical" / "1" / "model.mrw")
     assert lexical.moses_type == "wbe-msd-backward-f" and lexical.spec.templates == ("source",)

@@ -90,7 +90,10 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     # refused run leaves nothing behind.
     started = datetime.now(timezone.utc)
     mtype = MosesType.parse(moses_type)
-    families = list(FAMILIES) if families is None else families
+    if families is None:
+        families = list(defaults.PIPELINE_FAMILIES)
+    elif families == ["all"]:
+        families = list(FAMILIES)
     for family in families:
         get_family(family)  # InputError listing the known ones
     FeatureSpec.parse(features)
@@ -114,14 +117,18 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     shutil.rmtree(runs, ignore_errors=True)
 
     store = ExampleStore.open(store_dir)
+    serve_command = f"moses-reorder serve --models {models_root} --port {defaults.SERVE_ADDRESS.rsplit(':', 1)[1]}"
     run = {"started": started.strftime("%Y-%m-%d %H:%M:%S UTC"), "corpus": str(corpus),
            "sentences": store.n_sentences, "fingerprint": (store.meta.get("corpus") or {}).get("sha256", ""),
            "moses_type": str(mtype), "classes": list(mtype.classes), "directions": list(mtype.directions),
            "split": rows[0]["split"], "rows": rows, "models_root": str(models_root), "table": str(table),
-           "serve": f"moses-reorder serve --models {models_root} --port 50051"}
+           "serve": serve_command}
     report, report_path = write_reports(out, run, started)
+    decoding = f"{name}-{rows[0]['family']}"   # the first family asked for: by default svm
     return {"rows": rows, "report": report, "report_path": str(report_path), "index": str(out / REPORT_INDEX),
-            "models_root": str(models_root), "table": str(table), "store": str(store_dir)}
+            "models_root": str(models_root), "table": str(table), "store": str(store_dir),
+            "decoding_model": decoding, "moses_ini_line": moses_feature_line(mtype, decoding),
+            "serve_command": serve_command}
 
 
 REPORT_INDEX = "report.md"
@@ -153,6 +160,12 @@ def write_reports(out: Path, run: dict[str, Any], started: datetime) -> tuple[st
     index = runs_index([(e["report"], e["started"], e["families"]) for e in entries])
     write_bytes_atomic(out / REPORT_INDEX, (index + "\n---\n\n" + report).encode("utf-8"))
     return report, path
+
+
+def moses_feature_line(mtype, model: str, server: str = defaults.SERVE_ADDRESS) -> str:
+    """The moses.ini [feature] line that decodes with a served model (README, "Moses")."""
+    return (f"ExternalReordering name=LexicalReordering0 num-features={len(mtype.outputs)} type={mtype} "
+            f"input-factor=0 output-factor=0 server={server} model={model}")
 
 
 def run_corpus_experiment(corpus: Path, work: Path, *, families: list[str], feature_sets: list[str],

@@ -26,7 +26,10 @@ def run(args: argparse.Namespace) -> int:
     for row in result["rows"]:
         print(f"             {row['published']}")
     print(f"Moses table: {result['table']}")
-    print(f"Serve them:  moses-reorder serve --models {result['models_root']} --port 50051")
+    print(f"Serve them:  {result['serve_command']}")
+    print(f"Decode with {result['decoding_model']}: start the server above, then in moses.ini")
+    print("    [feature]")
+    print(f"    {result['moses_ini_line']}")
     return 0
 
 
@@ -47,7 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--features", default=defaults.FEATURES,
                    help="feature set of the families without their own, S1..S15 or a combination "
                         "(default %(default)s)")
-    p.add_argument("--families", help="comma-separated families (default: all)")
+    p.add_argument("--families",
+                   help=f"comma-separated families, or all (default: {','.join(defaults.PIPELINE_FAMILIES)}, "
+                        "the best measured on ja-en)")
     p.add_argument("--name", help="model name prefix in the repository (default: the corpus directory's name)")
     p.add_argument("--max-phrase-length", type=whole_number(1), default=defaults.MAX_PHRASE_LENGTH,
                    help="maximum phrase length (default %(default)s)")

@@ -1,0 +1,740 @@
+"""Tuned translation quality on ja-en: the SVM paper's Table 8 with MERT, PRO and batch-MIRA.
+
+What it does (issue 16), every step resumable from the state it left under --work:
+
+1. corpus: train.* minus its last --heldout (5,000) pairs is the training slice (phrase
+   table, LM, every reordering model); those 5,000 pairs are a second, larger test set.
+2. one phrase-based system the standard way: Moses's train-model.perl steps 4-9 on the
+   given alignment (hier-msd-bidirectional-fe table), a 5-gram KenLM (lmplz +
+   build_binary) on the target side, tables filtered for dev, test and the held-out set
+   (filter-model-given-input.pl).
+3. reordering models for the ExternalReordering systems, trained with this project's CLI
+   on the training slice (`--heldout-fraction 0`), published into WORK/models and
+   served by `python3 -m training.cli serve` (started and stopped by this script).
+4. tuning runs (mert-moses.pl: MERT, PRO = --pairwise-ranked with the project's
+   MegaM-compatible optimizer as MERTDIR/megam_i686.opt, batch-MIRA) in the issue's
+   order of priority, --jobs of them at a time (one core each, `-threads 1`), then the
+   test decode with the tuned weights (and the held-out decode for Lexical and the best
+   External); a tuning run cut short is continued with mert-moses.pl --continue.
+5. one Markdown table (WORK/table.md and stdout): test BLEU and chrF (sacrebleu,
+   tokenize none + force: the references are tokenized, as multi-bleu), mean and spread
+   over runs, paired bootstrap against Lexical with the same tuner on the pooled outputs
+   (sacrebleu's paired-bs, 1000 resamples), decode seconds per sentence.
+
+    python3 benchmarks/translation.py --moses /work/moses/inst --work /work/mt/ja-en --jobs 2
+    python3 benchmarks/translation.py --moses /work/moses/inst --work /work/mt/ja-en --table   # table only
+
+Run from the repository root (its `training`/`server` packages are the ones used).
+The Moses build (with ExternalReordering installed by moses_ff/install.sh) and every
+work file stay outside the repository. It measures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "ja-en"
+DEFAULT_WORK = Path("/work/mt/ja-en")
+MOSES_TYPE = "hier-msd-bidirectional-fe"
+SRC, TGT = "ja", "en"
+LM_ORDER = 5
+NBEST = 100
+
+
+# --------------------------------------------------------------------------- systems
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    label: str
+    kind: str                      # none | lexical | external
+    family: str = ""
+    features: str = ""
+    params: tuple[str, ...] = ()   # --param NAME=VALUE for `train`
+    sparse: bool = False           # Moses's sparse reordering features on the reordering line
+    base: str = ""                 # external model name a +sparse system reuses
+
+
+SYSTEMS: dict[str, System] = {s.name: s for s in [
+    System("none", "no reordering model (distortion only)", "none"),
+    System("lexical", "LexicalReordering (Moses table)", "lexical"),
+    System("svm-S6", "External svm S6", "external", "svm", "S6"),
+    System("dual-mlr-S6", "External dual-mlr S6", "external", "dual-mlr", "S6"),
+    System("nb-bayes-S9", "External nb-bayes S9", "external", "nb-bayes", "S9"),
+    System("hybrid-S6", "External hybrid (maxent S6,pair base on all examples)", "external", "hybrid",
+           "S6,pair", ("rare_max=1000000000",)),
+    System("svm-S7", "External svm S7", "external", "svm", "S7"),
+    System("lexical+sparse", "LexicalReordering + sparse reordering features", "lexical", sparse=True),
+    System("svm-S6+sparse", "External svm S6 + sparse reordering features", "external", "svm", "S6",
+           sparse=True, base="svm-S6"),
+]}
+METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
+METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
+SPARSE_TOP_WORDS = 50              # word lists of the sparse reordering features (Cherry 2013)
+
+
+def model_name(system: System) -> str:
+    return system.base or system.name
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: str                      # tune | heldout
+    system: str
+    method: str
+    run: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.system}:{self.method}{self.run}"
+
+
+def plan(best: str) -> list[Job]:
+    """The issue's order of priority; held-out decodes follow the runs they need."""
+    t = lambda s, m, k: Job("tune", s, m, k)          # noqa: E731
+    h = lambda s, m, k: Job("heldout", s, m, k)       # noqa: E731
+    jobs = [t("lexical", "mert", 1), t(best, "mert", 1), t("lexical", "pro", 1), t(best, "pro", 1)]
+    for k in (2, 3):
+        jobs += [t("lexical", "mert", k), t(best, "mert", k)]
+    for k in (1, 2, 3):
+        jobs += [h("lexical", "mert", k), h(best, "mert", k)]
+    for k in (2, 3):
+        jobs += [t("lexical", "pro", k), t(best, "pro", k)]
+    for k in (1, 2, 3):
+        jobs += [t("lexical", "mira", k), t(best, "mira", k)]
+    jobs += [t("none", "mert", k) for k in (1, 2, 3)]
+    jobs += [t(s, "mert", 1) for s in SYSTEMS if SYSTEMS[s].kind == "external" and s != best
+             and not SYSTEMS[s].sparse]
+    jobs += [t("lexical+sparse", "mira", 1), t(f"{best}+sparse" if f"{best}+sparse" in SYSTEMS else
+                                                "svm-S6+sparse", "mira", 1)]
+    for method in ("pro", "mira"):
+        for k in (1, 2, 3):
+            jobs += [h("lexical", method, k), h(best, method, k)]
+    return jobs
+
+
+# --------------------------------------------------------------------------- helpers
+
+class Study:
+    def __init__(self, args: argparse.Namespace):
+        self.moses = Path(args.moses).resolve()
+        self.bin = self.moses / "bin"
+        self.scripts = self.moses / "scripts"
+        self.corpus = Path(args.corpus).resolve()
+        self.work = Path(args.work).resolve()
+        self.heldout = args.heldout
+        self.port = args.port
+        self.best = args.best
+        self.lock = threading.Lock()
+        self.train_lock = threading.Lock()
+        self.server_lock = threading.Lock()
+        self.server: subprocess.Popen | None = None
+        self.log_file = self.work / "study.log"
+
+    # -- logging and processes
+    def log(self, message: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {message}"
+        print(line, flush=True)
+        with self.lock:
+            self.work.mkdir(parents=True, exist_ok=True)
+            with open(self.log_file, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
+    def run(self, cmd: list[str], *, cwd: Path | None = None, stdout=None, stderr=None, stdin=None,
+            env: dict | None = None) -> float:
+        """Run a command to completion (raise on failure); returns its wall seconds."""
+        start = time.time()
+        # same process group as this script: stopping the study (kill -- -PGID) stops its Moses runs
+        with subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=stdout, stderr=stderr, stdin=stdin,
+                              env=env) as proc:
+            try:
+                code = proc.wait()
+            except BaseException:
+                proc.terminate()
+                raise
+        if code != 0:
+            raise RuntimeError(f"exit {code}: {' '.join(str(c) for c in cmd)}")
+        return time.time() - start
+
+    def done(self, step: str) -> bool:
+        return (self.work / "state" / f"{step}.done").is_file()
+
+    def mark(self, step: str, **info) -> None:
+        state = self.work / "state"
+        state.mkdir(parents=True, exist_ok=True)
+        (state / f"{step}.done").write_text(json.dumps(info, indent=1) + "\n")
+
+    # -- paths
+    @property
+    def cdir(self) -> Path:
+        return self.work / "corpus"
+
+    def text(self, subset: str, lang: str) -> Path:
+        return self.cdir / f"{subset}.{lang}"
+
+    # ------------------------------------------------------------------- step 1: corpus
+    def prepare_corpus(self) -> None:
+        if self.done("corpus"):
+            return
+        self.cdir.mkdir(parents=True, exist_ok=True)
+        sizes = {}
+        files = {SRC: self.corpus / f"train.{SRC}", TGT: self.corpus / f"train.{TGT}",
+                 "align": self.corpus / "train.align"}
+        lines = {k: p.read_text(encoding="utf-8").splitlines(keepends=True) for k, p in files.items()}
+        n = len(lines[SRC])
+        assert all(len(v) == n for v in lines.values()), "train files differ in length"
+        cut = n - self.heldout
+        (self.cdir / f"train.{SRC}").write_text("".join(lines[SRC][:cut]), encoding="utf-8")
+        (self.cdir / f"train.{TGT}").write_text("".join(lines[TGT][:cut]), encoding="utf-8")
+        (self.cdir / "train.align").write_text("".join(lines["align"][:cut]), encoding="utf-8")
+        (self.cdir / "aligned.grow-diag-final-and").write_text("".join(lines["align"][:cut]), encoding="utf-8")
+        (self.cdir / f"heldout.{SRC}").write_text("".join(lines[SRC][cut:]), encoding="utf-8")
+        (self.cdir / f"heldout.{TGT}").write_text("".join(lines[TGT][cut:]), encoding="utf-8")
+        for subset in ("dev", "test"):
+            for lang in (SRC, TGT):
+                shutil.copyfile(self.corpus / f"{subset}.{lang}", self.text(subset, lang))
+                sizes[subset] = sum(1 for _ in open(self.text(subset, lang), encoding="utf-8"))
+        self.mark("corpus", train=cut, heldout=self.heldout, **sizes)
+        self.log(f"corpus: {cut} training pairs, {self.heldout} held out, dev {sizes['dev']}, test {sizes['test']}")
+
+    # ------------------------------------------------------------------- step 2: LM
+    @property
+    def lm(self) -> Path:
+        return self.work / "lm" / f"train.{LM_ORDER}gram.{TGT}.binary"
+
+    def build_lm(self) -> None:
+        if self.done("lm"):
+            return
+        d = self.work / "lm"
+        d.mkdir(parents=True, exist_ok=True)
+        arpa = d / f"train.{LM_ORDER}gram.{TGT}.arpa"
+        (d / "tmp").mkdir(exist_ok=True)
+        with open(self.text("train", TGT), "rb") as fin, open(arpa, "wb") as fout, \
+                open(d / "lmplz.log", "wb") as ferr:
+            secs = self.run([self.bin / "lmplz", "-o", LM_ORDER, "-S", "20%", "-T", d / "tmp"],
+                            stdin=fin, stdout=fout, stderr=ferr)
+        with open(d / "build_binary.log", "wb") as ferr:
+            self.run([self.bin / "build_binary", arpa, self.lm], stdout=ferr, stderr=ferr)
+        arpa.unlink()
+        self.mark("lm", seconds=round(secs, 1))
+        self.log(f"lm: {LM_ORDER}-gram KenLM in {secs:.0f} s")
+
+    # ------------------------------------------------------------------- step 3: tables
+    def build_tm(self) -> None:
+        if self.done("tm"):
+            return
+        root = self.work / "tm"
+        if root.exists():
+            shutil.rmtree(root)
+        (root / "model").mkdir(parents=True)       # steps 1-3 would have made it
+        cmd = ["perl", self.scripts / "training" / "train-model.perl", "-root-dir", root,
+               "-corpus", self.cdir / "train", "-f", SRC, "-e", TGT,
+               "-alignment", "grow-diag-final-and", "-alignment-file", self.cdir / "aligned",
+               "-first-step", "4", "-last-step", "9", "-reordering", MOSES_TYPE,
+               "-lm", f"0:{LM_ORDER}:{self.lm}:8", "-external-bin-dir", self.bin, "-cores", "2"]
+        with open(root / "train-model.log", "wb") as log:
+            secs = self.run(cmd, cwd=root, stdout=log, stderr=log)
+        self.mark("tm", seconds=round(secs, 1))
+        self.log(f"tm: train-model.perl steps 4-9 in {secs:.0f} s")
+
+    def filtered_ini(self, subset: str) -> Path:
+        return self.work / "filtered" / subset / "moses.ini"
+
+    def filter_tables(self, subset: str) -> None:
+        if self.done(f"filter-{subset}"):
+            return
+        d = self.work / "filtered" / subset
+        if d.exists():
+            shutil.rmtree(d)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.work / "filtered" / f"{subset}.log", "wb") as log:
+            secs = self.run(["perl", self.scripts / "training" / "filter-model-given-input.pl", d,
+                             self.work / "tm" / "model" / "moses.ini", self.text(subset, SRC)],
+                            stdout=log, stderr=log)
+        self.mark(f"filter-{subset}", seconds=round(secs, 1))
+        self.log(f"filter: tables for {subset} in {secs:.0f} s")
+
+    def sparse_lists(self) -> tuple[Path, Path]:
+        d = self.work / "sparse"
+        out = d / f"top{SPARSE_TOP_WORDS}.{SRC}", d / f"top{SPARSE_TOP_WORDS}.{TGT}"
+        if not self.done("sparse-lists"):
+            from collections import Counter
+            d.mkdir(parents=True, exist_ok=True)
+            for lang, path in zip((SRC, TGT), out):
+                counts = Counter(w for line in open(self.text("train", lang), encoding="utf-8") for w in line.split())
+                path.write_text("".join(w + "\n" for w, _ in counts.most_common(SPARSE_TOP_WORDS)), encoding="utf-8")
+            self.mark("sparse-lists")
+        return out
+
+    # ------------------------------------------------------------------- step 4: models
+    @property
+    def store(self) -> Path:
+        return self.work / "store"
+
+    def python(self, *args) -> list:
+        return [sys.executable, "-m", *args]
+
+    def build_store(self) -> None:
+        if self.done("store"):
+            return
+        if self.store.exists():
+            shutil.rmtree(self.store)
+        with open(self.work / "extract.log", "wb") as log:
+            secs = self.run(self.python("training.cli", "extract", "--src", self.text("train", SRC),
+                                        "--tgt", self.text("train", TGT), "--align", self.cdir / "train.align",
+                                        "--out", self.store, "--model", "hier-msd", "--quiet"),
+                            cwd=REPO, stdout=log, stderr=log)
+        self.mark("store", seconds=round(secs, 1))
+        self.log(f"store: extracted the training slice in {secs:.0f} s")
+
+    def model_path(self, name: str) -> Path:
+        return self.work / "models" / name / "1" / "model.mrw"
+
+    def train_model(self, system: System) -> None:
+        name = model_name(system)
+        if self.model_path(name).is_file():
+            return
+        with self.train_lock:
+            if self.model_path(name).is_file():
+                return
+            self.build_store()
+            base = SYSTEMS[name]
+            tmp = self.work / "modelfiles" / f"{name}.mrw"
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            cmd = self.python("training.cli", "train", "--family", base.family, "--features", base.features,
+                              "--type", MOSES_TYPE, "--store", self.store, "--out", tmp,
+                              "--heldout-fraction", "0", "--quiet")
+            for p in base.params:
+                cmd += ["--param", p]
+            with open(self.work / "modelfiles" / f"{name}.log", "wb") as log:
+                secs = self.run(cmd, cwd=REPO, stdout=log, stderr=log)
+            target = self.model_path(name)
+            staging = target.parent.parent / ".staging-1"
+            staging.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, staging / "model.mrw")
+            os.replace(staging, target.parent)
+            self.mark(f"model-{name}", seconds=round(secs, 1), command=" ".join(str(c) for c in cmd[2:]))
+            self.log(f"model {name}: trained in {secs:.0f} s")
+
+    # ------------------------------------------------------------------- server
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start_server(self) -> None:
+        with self.server_lock:
+            if self.server is None:
+                self._start_server()
+
+    def _start_server(self) -> None:
+        (self.work / "models").mkdir(parents=True, exist_ok=True)
+        log = open(self.work / "server.log", "ab")
+        self.server = subprocess.Popen(self.python("training.cli", "serve", "--models", self.work / "models",
+                                                   "--host", "127.0.0.1", "--port", str(self.port),
+                                                   "--poll-seconds", "5", "--log-level", "warning"),
+                                       cwd=REPO, stdout=log, stderr=log)
+        self.log(f"server: pid {self.server.pid} on {self.address}")
+
+    def stop_server(self) -> None:
+        if self.server is not None and self.server.poll() is None:
+            self.server.terminate()
+            try:
+                self.server.wait(30)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+        self.server = None
+
+    def wait_served(self, name: str, timeout: float = 300) -> None:
+        from server.healthcheck import check
+
+        deadline = time.time() + timeout
+        while True:
+            ok, said = check(self.address, name, timeout=3)
+            if ok:
+                return
+            if self.server is None or self.server.poll() is not None:
+                raise RuntimeError(f"the scoring server is not running (see {self.work / 'server.log'})")
+            if time.time() > deadline:
+                raise RuntimeError(f"model {name} not served after {timeout:.0f} s: {said}")
+            time.sleep(2)
+
+    # ------------------------------------------------------------------- ini files
+    def reordering_line(self, system: System, table_line: str) -> str | None:
+        """The reordering [feature] line of a system, from the filtered ini's table line."""
+        if system.kind == "none":
+            return None
+        if system.kind == "lexical":
+            line = table_line
+        else:
+            line = (f"ExternalReordering name=LexicalReordering0 num-features=6 type={MOSES_TYPE} "
+                    f"input-factor=0 output-factor=0 server={self.address} model={model_name(system)} "
+                    f"version=1")
+        if system.sparse:
+            src, tgt = self.sparse_lists()
+            line += (f" sparse-words-source-top{SPARSE_TOP_WORDS}={src}"
+                     f" sparse-words-target-top{SPARSE_TOP_WORDS}={tgt}"
+                     " sparse-phrase=1 sparse-stack=1 sparse-between=1")
+        return line
+
+    def system_ini(self, system: System, subset: str, weights_from: Path | None = None) -> Path:
+        """WORK/ini/<system>.<subset>.ini: the filtered system with its reordering line
+        (and, for a decode, the [weight] and [weight-file] sections of a tuned ini)."""
+        sections = read_ini(self.filtered_ini(subset))
+        features = sections["feature"]
+        idx = next(i for i, l in enumerate(features) if l.startswith("LexicalReordering "))
+        new = self.reordering_line(system, features[idx])
+        if new is None:
+            del features[idx]
+            sections["weight"] = [l for l in sections["weight"] if not l.startswith("LexicalReordering0=")]
+        else:
+            features[idx] = new
+        if weights_from is not None:
+            tuned = read_ini(weights_from)
+            sections["weight"] = tuned["weight"]
+            if "weight-file" in tuned:
+                sections["weight-file"] = [str((weights_from.parent / l).resolve()) if l.strip() else l
+                                           for l in tuned["weight-file"]]
+            out = weights_from.parent / f"{subset}.ini"
+        else:
+            out = self.work / "ini" / f"{system.name}.{subset}.ini"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_ini(out, sections)
+        return out
+
+    def mertdir(self) -> Path:
+        """Moses's tuning tools plus megam_i686.opt = the project's optimizer (no download)."""
+        d = self.work / "mertdir"
+        d.mkdir(parents=True, exist_ok=True)
+        for tool in ("extractor", "mert", "pro", "kbmira", "evaluator"):
+            link = d / tool
+            if not link.exists():
+                link.symlink_to(self.bin / tool)
+        megam = d / "megam_i686.opt"
+        installed = shutil.which("moses-reorder-megam")
+        if installed and _console_script_is_ours(installed):
+            if not megam.exists():
+                megam.symlink_to(installed)        # the documented one-line install
+        elif not megam.exists():
+            megam.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m training.moses.megam \"$@\"\n")
+            megam.chmod(0o755)
+        return d
+
+    # ------------------------------------------------------------------- jobs
+    def run_dir(self, job: Job) -> Path:
+        return self.work / "runs" / job.system / f"{job.method}{job.run}"
+
+    def tuned(self, job: Job) -> bool:
+        return (self.run_dir(job) / "tuned.ini").is_file()
+
+    def finished(self, job: Job) -> bool:
+        d = self.run_dir(job)
+        if job.kind == "tune":
+            return (d / "test.json").is_file()
+        return (d / "heldout.json").is_file()
+
+    def ready(self, job: Job) -> bool:
+        return job.kind == "tune" or self.finished(Job("tune", job.system, job.method, job.run))
+
+    def prepare_system(self, system: System) -> None:
+        if system.kind == "external":
+            self.train_model(system)
+            self.start_server()
+            self.wait_served(model_name(system))
+
+    def execute(self, job: Job) -> None:
+        system = SYSTEMS[job.system]
+        self.prepare_system(system)
+        d = self.run_dir(job)
+        d.mkdir(parents=True, exist_ok=True)
+        if job.kind == "tune":
+            if not self.tuned(job):
+                self.tune(job, system, d)
+            self.decode(job, system, d, "test")
+        else:
+            self.filter_tables("heldout")
+            self.decode(job, system, d, "heldout")
+
+    def tune(self, job: Job, system: System, d: Path) -> None:
+        mert = d / "mert"
+        cont = (mert / "finished_step.txt").is_file()
+        if mert.exists() and not cont:
+            shutil.rmtree(mert)
+        dev_ini = self.system_ini(system, "dev")
+        cmd = ["perl", self.scripts / "training" / "mert-moses.pl", self.text("dev", SRC), self.text("dev", TGT),
+               self.bin / "moses", dev_ini, "--mertdir", self.mertdir(), "--working-dir", mert,
+               "--no-filter-phrase-table", "--nbest", str(NBEST), "--decoder-flags", "-threads 1",
+               *METHODS[job.method]]
+        if cont:
+            cmd.append("--continue")
+        self.log(f"{job.key}: tuning{' (continued)' if cont else ''}")
+        (d / "tune.cmd").write_text(" ".join(str(c) for c in cmd) + "\n")
+        with open(d / "tune.log", "ab") as log:
+            secs = self.run(cmd, cwd=d, stdout=log, stderr=log)
+        iterations = len(list(mert.glob("run*.moses.ini")))
+        shutil.copyfile(mert / "moses.ini", d / "tuned.ini")
+        info = {"seconds": round(secs, 1), "iterations": iterations, "continued": cont}
+        (d / "tune.json").write_text(json.dumps(info) + "\n")
+        self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
+
+    def decode(self, job: Job, system: System, d: Path, subset: str) -> None:
+        if (d / f"{subset}.json").is_file():
+            return
+        ini = self.system_ini(system, subset, weights_from=d / "tuned.ini")
+        with open(self.text(subset, SRC), "rb") as fin, open(d / f"{subset}.out", "wb") as fout, \
+                open(d / f"{subset}.log", "wb") as ferr:
+            secs = self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+        took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
+                                             (d / f"{subset}.log").read_bytes())]
+        n = sum(1 for _ in open(d / f"{subset}.out", encoding="utf-8"))
+        info = {"wall_seconds": round(secs, 2), "sentences": n, "decode_seconds": round(sum(took), 3),
+                "timed_sentences": len(took)}
+        (d / f"{subset}.json").write_text(json.dumps(info) + "\n")
+        self.log(f"{job.key}: {subset} decoded in {secs:.0f} s ({n} sentences)")
+
+
+def _console_script_is_ours(path: str) -> bool:
+    """An installed moses-reorder-megam whose package resolves (an older editable install may not have it)."""
+    try:
+        return subprocess.run([path], capture_output=True, timeout=60).returncode == 2
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def read_ini(path: Path) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {"": []}
+    current = ""
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        m = re.fullmatch(r"\[([^\]]+)\]", line)
+        if m:
+            current = m.group(1)
+            sections.setdefault(current, [])
+        elif line and not line.startswith("#"):
+            sections[current].append(line)
+    return sections
+
+
+def write_ini(path: Path, sections: dict[str, list[str]]) -> None:
+    out = []
+    for name, lines in sections.items():
+        if name:
+            out.append(f"[{name}]")
+        out.extend(lines)
+        out.append("")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(out), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- scheduler
+
+def run_jobs(study: Study, jobs: list[Job], n_workers: int, max_jobs: int | None) -> None:
+    pending = [j for j in jobs if not study.finished(j)]
+    running: set[str] = set()
+    failed: set[str] = set()
+    started = [0]
+    cond = threading.Condition()
+
+    def next_job() -> Job | None:
+        with cond:
+            while True:
+                if max_jobs is not None and started[0] >= max_jobs:
+                    return None
+                candidates = [j for j in pending if j.key not in running and j.key not in failed]
+                if not candidates:
+                    return None
+                for j in candidates:
+                    if study.ready(j):
+                        running.add(j.key)
+                        started[0] += 1
+                        return j
+                if not running:          # what is left waits on runs that failed
+                    return None
+                cond.wait(30)
+
+    def worker() -> None:
+        while True:
+            job = next_job()
+            if job is None:
+                return
+            try:
+                study.execute(job)
+                with cond:
+                    pending.remove(job)
+            except Exception as exc:                     # one failed run must not stop the others
+                study.log(f"{job.key}: FAILED: {exc}")
+                with cond:
+                    failed.add(job.key)
+            finally:
+                with cond:
+                    running.discard(job.key)
+                    cond.notify_all()
+
+    threads = [threading.Thread(target=worker, name=f"worker{i}") for i in range(n_workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+# --------------------------------------------------------------------------- table
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def score_rows(study: Study, subset: str) -> tuple[list[dict], dict]:
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    refs = lines_of(study.text(subset, TGT))
+    bleu, chrf = BLEU(tokenize="none", force=True), CHRF()
+    rows = []
+    outputs: dict[tuple[str, str], list[list[str]]] = {}
+    order = ["lexical", study.best, "none"] + [s for s in SYSTEMS if s not in ("lexical", study.best, "none")]
+    for sname in order:
+        for method in METHODS:
+            runs = []
+            for k in range(1, 10):
+                d = study.work / "runs" / sname / f"{method}{k}"
+                if (d / f"{subset}.json").is_file():
+                    hyps = lines_of(d / f"{subset}.out")
+                    info = json.loads((d / f"{subset}.json").read_text())
+                    tune = json.loads((d / "tune.json").read_text()) if (d / "tune.json").is_file() else {}
+                    runs.append({"run": k, "hyps": hyps, "bleu": bleu.corpus_score(hyps, [refs]).score,
+                                 "chrf": chrf.corpus_score(hyps, [refs]).score,
+                                 "sec_per_sent": info["decode_seconds"] / max(1, info["timed_sentences"]),
+                                 "iterations": tune.get("iterations"), "tune_min": tune.get("seconds", 0) / 60})
+            if runs:
+                outputs[(sname, method)] = [r["hyps"] for r in runs]
+                rows.append({"system": sname, "method": method, "runs": runs})
+    for row in rows:
+        base = outputs.get(("lexical", row["method"]))
+        mine = outputs[(row["system"], row["method"])]
+        if row["system"] == "lexical" or base is None:
+            continue
+        n = min(len(base), len(mine))
+        pooled_base = [h for run in base[:n] for h in run]
+        pooled_mine = [h for run in mine[:n] for h in run]
+        pooled_refs = refs * n
+        test = PairedTest([("lexical", pooled_base), (row["system"], pooled_mine)],
+                          {"BLEU": BLEU(tokenize="none", force=True), "chrF": CHRF()},
+                          [pooled_refs], test_type="bs", n_samples=1000)
+        _, scores = test()
+        bleu_key, chrf_key = (next(k for k in scores if k.startswith(m)) for m in ("BLEU", "chrF"))
+        row["pooled_runs"] = n
+        row["p_bleu"] = scores[bleu_key][1].p_value
+        row["p_chrf"] = scores[chrf_key][1].p_value
+        row["pooled_bleu"] = (scores[bleu_key][0].score, scores[bleu_key][1].score)
+        row["pooled_chrf"] = (scores[chrf_key][0].score, scores[chrf_key][1].score)
+    return rows, outputs
+
+
+def fmt_runs(values: list[float]) -> str:
+    mean = statistics.mean(values)
+    if len(values) == 1:
+        return f"{mean:.2f}"
+    return f"{mean:.2f} ± {statistics.stdev(values):.2f} ({' / '.join(f'{v:.1f}' for v in values)})"
+
+
+def table(study: Study, jobs: list[Job]) -> str:
+    out = []
+    lex_secs: dict[str, float] = {}
+    for subset, title in (("test", "ja-en test (500 sentences)"),
+                          ("heldout", f"held-out last {study.heldout} pairs of train")):
+        if not (study.text(subset, TGT)).is_file():
+            continue
+        rows, _ = score_rows(study, subset)
+        if not rows:
+            continue
+        out.append(f"**{title}**: BLEU/chrF = sacrebleu (tokenize none, force; chrF defaults), mean ± "
+                   "sample s.d. over runs (the runs' values); p = paired bootstrap (1000 resamples) "
+                   "against Lexical with the same tuner on the pooled outputs of the first n runs "
+                   "of each; s/sent = Moses's 'Translation took' summed / sentences (`-threads 1`, "
+                   "decodes run beside other jobs on a shared 2-core machine)\n")
+        out.append("| system | tuner | runs | BLEU | chrF | Δ BLEU vs Lexical | p BLEU | p chrF | s/sent | "
+                   "tuning iterations |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        means = {(r["system"], r["method"]): statistics.mean(x["bleu"] for x in r["runs"]) for r in rows}
+        for r in rows:
+            bleus = [x["bleu"] for x in r["runs"]]
+            chrfs = [x["chrf"] for x in r["runs"]]
+            secs = statistics.mean(x["sec_per_sent"] for x in r["runs"])
+            if r["system"] == "lexical":
+                lex_secs[(subset, r["method"])] = secs
+            base = means.get(("lexical", r["method"]))
+            delta = "" if base is None or r["system"] == "lexical" else f"{statistics.mean(bleus) - base:+.2f}"
+            p_b = f"{r['p_bleu']:.3f} (n={r['pooled_runs']})" if "p_bleu" in r else ""
+            p_c = f"{r['p_chrf']:.3f}" if "p_chrf" in r else ""
+            ratio = lex_secs.get((subset, r["method"]))
+            s = f"{secs:.3f}" + (f" ({secs / ratio:.2f}x)" if ratio and r["system"] != "lexical" else "")
+            its = "/".join(str(x["iterations"]) for x in r["runs"] if x["iterations"] is not None)
+            out.append(f"| {SYSTEMS[r['system']].label} | {METHOD_LABEL[r['method']]} | {len(r['runs'])} | "
+                       f"{fmt_runs(bleus)} | {fmt_runs(chrfs)} | {delta} | {p_b} | {p_c} | {s} | {its} |")
+        out.append("")
+    remaining = [j for j in jobs if not study.finished(j)]
+    if remaining:
+        out.append(f"Not run yet ({len(remaining)} jobs, in order of priority): "
+                   + ", ".join(f"{j.system} {METHOD_LABEL[j.method]} {'run' if j.kind == 'tune' else 'held-out decode'}"
+                               f" {j.run}" for j in remaining))
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--moses", required=True, help="Moses install (bin/, scripts/) with ExternalReordering")
+    p.add_argument("--corpus", default=str(DEFAULT_CORPUS), help="train/dev/test with train.align")
+    p.add_argument("--work", default=str(DEFAULT_WORK), help="state and work files (outside the repository)")
+    p.add_argument("--jobs", type=int, default=2, help="tuning jobs at a time, one core each (default 2)")
+    p.add_argument("--heldout", type=int, default=5000, help="last train pairs held out (default 5000)")
+    p.add_argument("--best", default="svm-S6", choices=[s for s in SYSTEMS if SYSTEMS[s].kind == "external"
+                                                        and not SYSTEMS[s].sparse],
+                   help="the External system given Lexical's tuning budget (default svm-S6)")
+    p.add_argument("--port", type=int, default=50161, help="port of the scoring server (default 50161)")
+    p.add_argument("--only", help="comma-separated job keys or prefixes to run (e.g. tune:lexical:mert1)")
+    p.add_argument("--max-jobs", type=int, help="start at most this many jobs in this invocation")
+    p.add_argument("--table", action="store_true", help="only print the table of what has finished")
+    p.add_argument("--plan", action="store_true", help="only print the jobs in order and their state")
+    args = p.parse_args(argv)
+
+    study = Study(args)
+    jobs = plan(args.best)
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        jobs = [j for j in jobs if any(j.key.startswith(w) for w in wanted)]
+    if args.plan:
+        for j in jobs:
+            print(f"{j.key:32} {'done' if study.finished(j) else 'tuned' if study.tuned(j) else '-'}")
+        return 0
+    if not args.table:
+        try:
+            study.prepare_corpus()
+            study.build_lm()
+            study.build_tm()
+            for subset in ("dev", "test"):
+                study.filter_tables(subset)
+            run_jobs(study, jobs, args.jobs, args.max_jobs)
+        finally:
+            study.stop_server()
+    text = table(study, plan(args.best))
+    (study.work / "table.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
