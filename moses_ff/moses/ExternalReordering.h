@@ -22,6 +22,7 @@
 #include <atomic>
 
 #include "moses/FF/LexicalReordering/LexicalReordering.h"
+#include "ReorderingType.h"
 
 namespace reordering
 {
@@ -58,7 +59,8 @@ private:
   void ScoreSentence(Manager &manager) const;
   void CacheFallbackRows(const std::vector<TranslationOption*> &options) const;
 
-  std::string m_type;  // type= without the default "-allff"
+  std::string m_type;                 // type= as the ini spells it
+  reordering_type::Schema m_schema;   // what it means (ReorderingType.h): what Load() checks
   std::string m_server;
   std::string m_model;
   uint64_t m_requestedVersion;  // 0 = newest at Load()
@@ -66,7 +68,9 @@ private:
   int m_timeoutMs;
   OnError m_onError;
   FactorType m_inputFactor, m_outputFactor;
-  Scores m_fallbackRow;  // default-scores (already ln) or zeros: LRState's "no row" behaviour
+  // A full row (classes x directions, like a table's, whatever collapseff says): the
+  // default-scores (already ln) or zeros, LRState's "no row" behaviour.
+  Scores m_fallbackRow;
   std::unique_ptr<reordering::Client> m_client;
   mutable std::atomic<size_t> m_sentences, m_failures;
 };
