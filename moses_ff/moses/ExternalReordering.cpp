@@ -51,6 +51,28 @@ string Surface(const Word &w, FactorType f)
   return factor ? factor->GetString().as_string() : string();
 }
 
+// Counts one Score RPC while it runs (the scope of the call).
+class InFlight
+{
+public:
+  InFlight(std::atomic<size_t> &now, std::atomic<size_t> &most, std::atomic<size_t> &calls,
+           std::atomic<long long> &micros)
+    : m_now(now), m_micros(micros), m_start(std::chrono::steady_clock::now()) {
+    ++calls;
+    size_t running = ++m_now, seen = most.load();
+    while (running > seen && !most.compare_exchange_weak(seen, running)) {}
+  }
+  ~InFlight() {
+    m_micros += std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - m_start).count();
+    --m_now;
+  }
+private:
+  std::atomic<size_t> &m_now;
+  std::atomic<long long> &m_micros;
+  std::chrono::steady_clock::time_point m_start;
+};
+
 }  // namespace
 
 string ExternalReordering::StripServiceKeys(const string &line,
@@ -76,6 +98,10 @@ ExternalReordering::ExternalReordering(const string &line)
   , m_onError(FAIL)
   , m_sentences(0)
   , m_failures(0)
+  , m_inFlight(0)
+  , m_maxInFlight(0)
+  , m_rpcs(0)
+  , m_rpcMicros(0)
 {
   vector<pair<string, string> > args;
   StripServiceKeys(line, &args);
@@ -114,6 +140,10 @@ ExternalReordering::ExternalReordering(const string &line)
 
 ExternalReordering::~ExternalReordering()
 {
+  if (m_rpcs > 0)
+    VERBOSE(1, GetScoreProducerDescription() << ": " << m_rpcs << " Score RPCs for " << m_sentences
+            << " sentences, at most " << m_maxInFlight << " in flight at once, "
+            << m_rpcMicros / 1e6 << " s of RPC wall time in all" << endl);
   if (m_failures > 0)
     cerr << GetScoreProducerDescription() << ": " << m_failures << " of " << m_sentences
          << " sentences were scored with default scores because the server failed" << endl;
@@ -202,6 +232,7 @@ void ExternalReordering::ScoreSentence(Manager &manager) const
   reordering::ScoreResult result;
   const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   try {
+    InFlight counting(m_inFlight, m_maxInFlight, m_rpcs, m_rpcMicros);
     result = m_client->Score(m_model, m_pinnedVersion, request.input());
   } catch (const reordering::ClientError &e) {
     if (m_onError == FAIL)

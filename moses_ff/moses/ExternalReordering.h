@@ -73,6 +73,10 @@ private:
   Scores m_fallbackRow;
   std::unique_ptr<reordering::Client> m_client;
   mutable std::atomic<size_t> m_sentences, m_failures;
+  // For the end-of-run summary: Score RPCs running now / at most at once (moses
+  // -threads N decodes N sentences at a time, each with its own RPC), their wall time.
+  mutable std::atomic<size_t> m_inFlight, m_maxInFlight, m_rpcs;
+  mutable std::atomic<long long> m_rpcMicros;
 };
 
 }
