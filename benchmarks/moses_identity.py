@@ -73,7 +73,12 @@ def main() -> None:
     ap.add_argument("--test", type=Path, default=TEST)
     ap.add_argument("--sentences", type=int, default=500)
     ap.add_argument("--types", nargs="*", default=ALL_TYPES)
-    ap.add_argument("--moses-flags", default="-s 50", help="extra decoder flags for both runs (default: -s 50)")
+    ap.add_argument("--moses-flags", default="-s 10", help="extra decoder flags for both runs (default: -s 10)")
+    ap.add_argument("--table-limit", type=int, default=10, help="phrase-table table-limit (default 10)")
+    ap.add_argument("--side", choices=("both", "lexical", "external"), default="both",
+                    help="decode one side only (its outputs are kept in WORK/out; a later run compares)")
+    ap.add_argument("--lexical-moses-dir", help="another Moses build for the LexicalReordering side "
+                    "(its LexicalReordering is Moses's own, untouched by moses_ff)")
     ap.add_argument("--prepare-only", action="store_true", help="write tables and models, decode nothing")
     args = ap.parse_args()
 
@@ -89,11 +94,29 @@ def main() -> None:
     moses = moses_binary(args.moses_dir)
     pt = work / "phrase-table.test.gz"
     filter_table(args.phrase_table, pt, grams)
-    system = System(pt, args.lm)
+    system = System(pt, args.lm, table_limit=args.table_limit)
     results = work / "identity.jsonl"
     done = {json.loads(x)["type"] for x in results.read_text().splitlines()} if results.is_file() else set()
     flags = tuple(args.moses_flags.split())
 
+    outputs = work / "out"
+    outputs.mkdir(exist_ok=True)
+    lexical_moses = moses_binary(args.lexical_moses_dir) if args.lexical_moses_dir else moses
+
+    def run_side(side: str, moses_type: str, binary, ini: Path) -> dict:
+        """Decode once per (side, type); the output and its timing are kept in WORK/out."""
+        out, meta = outputs / f"{side}.{moses_type}.txt", outputs / f"{side}.{moses_type}.json"
+        if not meta.is_file():
+            run = decode(binary, ini, src, 1, flags)
+            if run.returncode != 0 or len(run.lines) != len(lines):
+                raise SystemExit(f"{moses_type}: {side} run failed ({run.returncode}, {len(run.lines)} lines):\n"
+                                 f"{run.stderr[-3000:]}")
+            out.write_text("\n".join(run.lines) + "\n", encoding="utf-8")
+            meta.write_text(json.dumps({"decode_s": round(run.decode_seconds, 2), "wall_s": round(run.seconds, 2),
+                                        "binary": str(binary), "flags": args.moses_flags}))
+        return {"lines": out.read_text(encoding="utf-8").splitlines(), **json.loads(meta.read_text())}
+
+    sides = ("lexical", "external") if args.side == "both" else (args.side,)
     with Server(work / "repo", log=work / "serve.log") as server:
         for moses_type in args.types:
             if moses_type in done:
@@ -101,25 +124,29 @@ def main() -> None:
             prior = served_prior(server.address, moses_type)
             defaults = ",".join(f"{p:.9g}" for p in prior)
             spelled = other_spelling(moses_type)
-            lex_ini = system.ini(work / f"lex.{moses_type}.ini", lexical_line(moses_type, tables[moses_type], defaults), len(prior))
-            ext_ini = system.ini(work / f"ext.{moses_type}.ini",
-                                 external_line(spelled, server.address, moses_type, defaults), len(prior))
-            with ThreadPoolExecutor(2) as pool:
-                lex_run, ext_run = pool.map(lambda ini: decode(moses, ini, src, 1, flags), (lex_ini, ext_ini))
-            for name, run in (("lexical", lex_run), ("external", ext_run)):
-                if run.returncode != 0 or len(run.lines) != len(lines):
-                    raise SystemExit(f"{moses_type}: {name} run failed ({run.returncode}, {len(run.lines)} lines):\n"
-                                     f"{run.stderr[-3000:]}")
-            differ = compare(lex_run.lines, ext_run.lines)
+            inis = {"lexical": system.ini(work / f"lex.{moses_type}.ini",
+                                          lexical_line(moses_type, tables[moses_type], defaults), len(prior)),
+                    "external": system.ini(work / f"ext.{moses_type}.ini",
+                                           external_line(spelled, server.address, moses_type, defaults), len(prior))}
+            binaries = {"lexical": lexical_moses, "external": moses}
+            with ThreadPoolExecutor(len(sides)) as pool:
+                got = dict(zip(sides, pool.map(lambda side: run_side(side, moses_type, binaries[side], inis[side]), sides)))
+            if len(got) < 2:
+                print(f"{moses_type}: {sides[0]} done", flush=True)
+                continue
+            lex_run, ext_run = got["lexical"], got["external"]
+            differ = compare(lex_run["lines"], ext_run["lines"])
             row = {"type": moses_type, "external_type": spelled, "sentences": len(lines), "differ": len(differ),
-                   "differing_lines": differ[:20], "lexical_decode_s": round(lex_run.decode_seconds, 2),
-                   "external_decode_s": round(ext_run.decode_seconds, 2), "flags": args.moses_flags,
+                   "differing_lines": differ[:20], "lexical_decode_s": lex_run["decode_s"],
+                   "external_decode_s": ext_run["decode_s"], "flags": args.moses_flags,
                    "at": time.strftime("%H:%M:%S", time.gmtime())}
             with open(results, "a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"{moses_type:32s} as {spelled:34s} differ {len(differ):3d}/{len(lines)}  "
-                  f"decode lex {lex_run.decode_seconds:6.1f} s ext {ext_run.decode_seconds:6.1f} s", flush=True)
+                  f"decode lex {lex_run['decode_s']:6.1f} s ext {ext_run['decode_s']:6.1f} s", flush=True)
 
+    if not results.is_file():
+        return
     rows = [json.loads(x) for x in results.read_text().splitlines()]
     total = sum(r["differ"] for r in rows)
     print(f"{len(rows)} types, {sum(r['sentences'] for r in rows)} sentence pairs compared, {total} differ")
