@@ -144,7 +144,8 @@ def main() -> None:
     ap.add_argument("--down", type=float, default=3.0, help="seconds the restarted server stays down")
     ap.add_argument("--timeout-ms", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--moses-flags", default="-s 50")
+    ap.add_argument("--moses-flags", default="-s 10")
+    ap.add_argument("--table-limit", type=int, default=10)
     args = ap.parse_args()
 
     moses = moses_binary(args.moses_dir)
@@ -155,7 +156,7 @@ def main() -> None:
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     pt = work / "phrase-table.test.gz"
     filter_table(args.phrase_table, pt, source_ngrams(lines))
-    system = System(pt, args.lm)
+    system = System(pt, args.lm, table_limit=args.table_limit)
     flags = tuple(args.moses_flags.split())
     with Server(args.models, log=work / "serve-ref.log") as server:
         ini = system.ini(work / "reference.ini", external_line(args.type, server.address, args.model), n_scores(args.type))

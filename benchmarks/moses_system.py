@@ -116,16 +116,21 @@ LexicalReordering0= {' '.join(['0.3'] * n_reordering)}
         return path
 
 
+def factors(moses_type: str) -> str:
+    """An `-f` table has no target field: Moses reads one whenever output-factor is set."""
+    return "input-factor=0" + (" output-factor=0" if MosesType.parse(moses_type).language == "fe" else "")
+
+
 def lexical_line(moses_type: str, table: Path, default_scores: str | None = None) -> str:
     line = (f"LexicalReordering name=LexicalReordering0 num-features={n_scores(moses_type)} "
-            f"type={moses_type} input-factor=0 output-factor=0 path={table}")
+            f"type={moses_type} {factors(moses_type)} path={table}")
     return line + (f" default-scores={default_scores}" if default_scores else "")
 
 
 def external_line(moses_type: str, server: str, model: str, default_scores: str | None = None,
                   extra: str = "") -> str:
     line = (f"ExternalReordering name=LexicalReordering0 num-features={n_scores(moses_type)} "
-            f"type={moses_type} input-factor=0 output-factor=0 server={server} model={model}")
+            f"type={moses_type} {factors(moses_type)} server={server} model={model}")
     line += f" default-scores={default_scores}" if default_scores else ""
     return line + (f" {extra}" if extra else "")
 

@@ -44,7 +44,8 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=500)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--moses-flags", default="-s 50")
+    ap.add_argument("--moses-flags", default="-s 10")
+    ap.add_argument("--table-limit", type=int, default=10)
     args = ap.parse_args()
 
     moses = moses_binary(args.moses_dir)
@@ -55,7 +56,7 @@ def main() -> None:
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     pt = work / "phrase-table.test.gz"
     filter_table(args.phrase_table, pt, source_ngrams(lines))
-    system = System(pt, args.lm)
+    system = System(pt, args.lm, table_limit=args.table_limit)
     flags = tuple(args.moses_flags.split())
     n = n_scores(args.type)
 

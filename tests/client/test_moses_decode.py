@@ -3,7 +3,8 @@ Moses's own LexicalReordering, and the service failing or restarting mid-decode.
 
 A small self-contained system: the first 300 ja-en training pairs; our extractor writes
 Moses's `extract` text, from which the test writes a phrase table (relative frequencies,
-most frequent alignment; no LM); `moses-reorder lexical` writes each type's reordering
+most frequent alignment); a 3-gram LM by Moses's lmplz (without an LM, blocks that
+swap places often tie exactly, and float rounding, not the model, picks among them); `moses-reorder lexical` writes each type's reordering
 table and `moses-reorder train --family lexical` the model of the same table, served by
 `moses-reorder serve` on loopback. Translations of the first 40 source sentences must be
 identical with LexicalReordering(table) and ExternalReordering(served model), whatever
@@ -43,13 +44,14 @@ def _moses() -> Path | None:
     if not base:
         return None
     path = Path(base) / "bin" / "moses"
-    return path if path.is_file() and b"ExternalReordering" in path.read_bytes() else None
+    found = path.is_file() and (path.parent / "lmplz").is_file() and b"ExternalReordering" in path.read_bytes()
+    return path if found else None
 
 
 MOSES = _moses()
 pytestmark = pytest.mark.skipif(
     MOSES is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
-                          "set MOSES_DIR to its install prefix holding bin/moses")
+                          "set MOSES_DIR to its install prefix holding bin/moses and bin/lmplz")
 
 TYPES = ("wbe-msd-bidirectional-fe", "hier-msd-bidirectional-fe", "wbe-mslr-backward-f",
          "wbe-monotonicity-forward-fe", "hier-mslr-bidirectional-f")
@@ -93,16 +95,15 @@ def system(ja_en_dir: Path, tmp_path_factory: pytest.TempPathFactory):
             "--out", str(work / "repo" / moses_type / "1" / "model.mrw"))
     src = work / "test.ja"
     src.write_text("".join(corpus["ja"].read_text(encoding="utf-8").splitlines(True)[:N_SENTENCES]), encoding="utf-8")
-    # No LM: the reordering scores and the phrase table alone decide.
-    sys_ = System(work / "phrase-table.gz", lm=Path())
-    sys_.weights.pop("LM0")
-    return work, sys_, src
+    lm = work / "lm.arpa"
+    with open(corpus["en"], "rb") as text, open(lm, "wb") as out:
+        subprocess.run([str(MOSES.parent / "lmplz"), "-o", "3", "--discount_fallback", "-S", "5%", "-T", str(work)],
+                       stdin=text, stdout=out, stderr=subprocess.DEVNULL, check=True)
+    return work, System(work / "phrase-table.gz", lm=lm, lm_order=3), src
 
 
 def ini(system_: System, path: Path, line: str, n: int) -> Path:
-    text = system_.ini(path, line, n).read_text()
-    path.write_text("\n".join(x for x in text.splitlines() if not x.startswith("KENLM")) + "\n")
-    return path
+    return system_.ini(path, line, n)
 
 
 @pytest.fixture(scope="module")
