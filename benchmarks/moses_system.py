@@ -142,6 +142,12 @@ class Decode:
     decode_seconds: float   # sum of Moses's per-sentence "Translation took"
     returncode: int
     stderr: str
+    load_seconds: float = 0.0  # Moses's own clock when loading ended (moses and moses2 print it)
+
+    @property
+    def decode_wall(self) -> float:
+        """Wall time of the decoding itself: the process's minus its loading."""
+        return self.seconds - self.load_seconds
 
 
 def decode(moses: Path, ini: Path, src: Path, threads: int = 1, flags: tuple[str, ...] = (),
@@ -153,7 +159,9 @@ def decode(moses: Path, ini: Path, src: Path, threads: int = 1, flags: tuple[str
     seconds = time.perf_counter() - t0
     err = run.stderr.decode("utf-8", "replace")
     took = [float(m) for m in re.findall(r"Translation took ([0-9.]+) seconds", err)]
-    return Decode(run.stdout.decode("utf-8").splitlines(), seconds, float(np.sum(took)), run.returncode, err)
+    loaded = re.search(r"(?:Created input-output object|Loaded) : \[([0-9.]+)\] seconds", err)
+    return Decode(run.stdout.decode("utf-8").splitlines(), seconds, float(np.sum(took)), run.returncode, err,
+                  float(loaded.group(1)) if loaded else 0.0)
 
 
 def free_port() -> int:
