@@ -110,13 +110,17 @@ def scenario_restart(moses, system, work, src, models, model, moses_type, after,
     row = {"scenario": f"restart the only server (down {down:g} s), on-error={on_error}", "exit": code,
            "sentences": len(run.out), "failed": failures(run.stderr), "after": after}
     if on_error == "fail":
-        errors = [(t, line) for t, line in zip(run.stderr_at, run.stderr) if "Score(model=" in line or "exception" in line.lower()]
-        row["error"] = errors[0][1][:300] if errors else None
-        row["names_server"] = bool(errors) and server.address in errors[0][1]
+        errors = [line for line in run.stderr if "on-error=default would use default scores" in line]
+        row["error"] = errors[0][:400] if errors else None
+        row["names_server"] = bool(errors) and server.address in errors[0]
         row["seconds_kill_to_exit"] = round(exited - run.acted_at, 2) if run.acted_at else None
     else:
+        failed = {int(m.group(1)) for m in map(re.compile(r"sentence (\d+) scored with default scores \(").search,
+                                               run.stderr) if m}
         differ = compare(reference.lines, run.out)
-        row["differ_from_reference"] = len(differ)
+        row["failed_ids"] = f"{min(failed)}-{max(failed)}" if failed else ""
+        row["differ_among_scored"] = len([i for i in differ if i not in failed])
+        row["differ_among_failed"] = len([i for i in differ if i in failed])
         row["count_reported"] = next((line for line in run.stderr if "sentences were scored with default" in line), None)
     return row
 

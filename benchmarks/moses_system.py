@@ -158,7 +158,7 @@ def decode(moses: Path, ini: Path, src: Path, threads: int = 1, flags: tuple[str
                              stdin=fin, capture_output=True, timeout=timeout)
     seconds = time.perf_counter() - t0
     err = run.stderr.decode("utf-8", "replace")
-    took = [float(m) for m in re.findall(r"Translation took ([0-9.]+) seconds", err)]
+    took = [float(m) for m in re.findall(r"Translation took (\d+\.\d{3})", err)]  # 3 decimals: threads interleave lines
     loaded = re.search(r"(?:Created input-output object|Loaded) : \[([0-9.]+)\] seconds", err)
     return Decode(run.stdout.decode("utf-8").splitlines(), seconds, float(np.sum(took)), run.returncode, err,
                   float(loaded.group(1)) if loaded else 0.0)
