@@ -11,8 +11,8 @@ identical with LexicalReordering(table) and ExternalReordering(served model), wh
 the spelling of `type=`.
 
 Needs a Moses build with ExternalReordering installed (moses_ff/install.sh): set
-MOSES_DIR to its install prefix (the directory holding bin/moses). Without it the test
-is skipped. The whole-test-set versions are benchmarks/moses_identity.py and
+MOSES_DIR to the Moses tree (built in place, bjam's default) or its install prefix: the
+directory holding bin/moses and bin/lmplz. Without it the test is skipped. The whole-test-set versions are benchmarks/moses_identity.py and
 benchmarks/moses_failover.py.
 """
 
@@ -51,7 +51,7 @@ def _moses() -> Path | None:
 MOSES = _moses()
 pytestmark = pytest.mark.skipif(
     MOSES is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
-                          "set MOSES_DIR to its install prefix holding bin/moses and bin/lmplz")
+                          "set MOSES_DIR to the Moses directory holding bin/moses and bin/lmplz")
 
 TYPES = ("wbe-msd-bidirectional-fe", "hier-msd-bidirectional-fe", "wbe-mslr-backward-f",
          "wbe-monotonicity-forward-fe", "hier-mslr-bidirectional-f")
