@@ -13,6 +13,8 @@ the feature's own "Line N: ... scored" log lines tell):
 - restart-default: the same with `on-error=default`. Goal: the sentences decoded while the
   server was down get the default scores, Moses finishes every sentence and reports how
   many failed; the others equal the reference run.
+- hung: the only server stops answering (SIGSTOP), `on-error=fail`. Goal: the error
+  comes at the RPC's deadline, timeout-ms, naming the server.
 
     python benchmarks/moses_failover.py --moses-dir INST --models REPO --model NAME \
         --type hier-msd-bidirectional-fe --phrase-table PT --lm LM [--repeat 2]
@@ -125,6 +127,25 @@ def scenario_restart(moses, system, work, src, models, model, moses_type, after,
     return row
 
 
+def scenario_hung(moses, system, work, src, models, model, moses_type, after, flags, reference, timeout_ms: int):
+    """The only server stops answering (SIGSTOP: the port stays open, nothing replies):
+    with on-error=fail the RPC must give up at its deadline, timeout-ms."""
+    server = Server(models, log=work / "serve-hung.log").start()
+    ini = system.ini(work / "hung.ini", external_line(moses_type, server.address, model,
+                                                      extra=f"on-error=fail timeout-ms={timeout_ms}"), reference.n_scores)
+    run = Watched(moses, ini, src, after, lambda: server.proc.send_signal(signal.SIGSTOP), flags)
+    code = run.wait()
+    exited = time.monotonic()
+    server.proc.send_signal(signal.SIGCONT)
+    server.stop()
+    errors = [line for line in run.stderr if "on-error=default would use default scores" in line]
+    return {"scenario": "the only server hangs (SIGSTOP), on-error=fail", "exit": code, "sentences": len(run.out),
+            "after": after, "error": errors[0][:300] if errors else None,
+            "names_server": bool(errors) and server.address in errors[0],
+            "seconds_hang_to_exit": round(exited - run.acted_at, 2) if run.acted_at else None,
+            "timeout_ms": timeout_ms}
+
+
 def failures(stderr: list[str]) -> int:
     for line in stderr:
         m = re.search(r": (\d+) of (\d+) sentences were scored with default scores", line)
@@ -148,6 +169,8 @@ def main() -> None:
     ap.add_argument("--down", type=float, default=3.0, help="seconds the restarted server stays down")
     ap.add_argument("--timeout-ms", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--scenarios", nargs="+", default=["replicas", "restart-fail", "restart-default", "hung"],
+                    choices=("replicas", "restart-fail", "restart-default", "hung"))
     ap.add_argument("--moses-flags", default="-s 10")
     ap.add_argument("--table-limit", type=int, default=10)
     args = ap.parse_args()
@@ -171,9 +194,12 @@ def main() -> None:
 
     common = (moses, system, work, src, args.models, args.model, args.type, args.after, flags, reference)
     for i in range(args.repeat):
-        for row in (scenario_replicas(*common),
-                    scenario_restart(*common, "fail", args.down, args.timeout_ms),
-                    scenario_restart(*common, "default", args.down, args.timeout_ms)):
+        scenarios = {"replicas": lambda: scenario_replicas(*common),
+                     "restart-fail": lambda: scenario_restart(*common, "fail", args.down, args.timeout_ms),
+                     "restart-default": lambda: scenario_restart(*common, "default", args.down, args.timeout_ms),
+                     "hung": lambda: scenario_hung(*common, args.timeout_ms)}
+        for name in args.scenarios:
+            row = scenarios[name]()
             print(f"run {i + 1}: " + "; ".join(f"{k}={v}" for k, v in row.items()), flush=True)
 
 

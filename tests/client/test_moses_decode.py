@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from moses_failover import Watched  # noqa: E402
-from moses_system import Server, System, compare, decode, external_line, lexical_line, served_prior  # noqa: E402
+from moses_system import (Server, System, compare, decode, external_line, lexical_line, n_scores,  # noqa: E402
+                          served_prior)
 
 
 def _moses() -> Path | None:
@@ -111,11 +112,6 @@ def server(system):
     work = system[0]
     with Server(work / "repo", log=work / "serve.log") as s:
         yield s
-
-
-def n_scores(moses_type: str) -> int:
-    from moses_system import n_scores as n
-    return n(moses_type)
 
 
 @pytest.mark.parametrize("lexical_type, spelled, model", [
