@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -143,6 +144,7 @@ class Decode:
     returncode: int
     stderr: str
     load_seconds: float = 0.0  # Moses's own clock when loading ended (moses and moses2 print it)
+    cpu_seconds: float = 0.0   # user + system CPU of the process (exact only when runs do not overlap)
 
     @property
     def decode_wall(self) -> float:
@@ -153,15 +155,18 @@ class Decode:
 def decode(moses: Path, ini: Path, src: Path, threads: int = 1, flags: tuple[str, ...] = (),
            timeout: float = 3600, verbose: int = 1) -> Decode:
     t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(src, "rb") as fin:
         run = subprocess.run([str(moses), "-f", str(ini), "-threads", str(threads), "-v", str(verbose), *flags],
                              stdin=fin, capture_output=True, timeout=timeout)
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     err = run.stderr.decode("utf-8", "replace")
     took = [float(m) for m in re.findall(r"Translation took (\d+\.\d{3})", err)]  # 3 decimals: threads interleave lines
     loaded = re.search(r"(?:Created input-output object|Loaded) : \[([0-9.]+)\] seconds", err)
     return Decode(run.stdout.decode("utf-8").splitlines(), seconds, float(np.sum(took)), run.returncode, err,
-                  float(loaded.group(1)) if loaded else 0.0)
+                  float(loaded.group(1)) if loaded else 0.0, cpu)
 
 
 def free_port() -> int:

@@ -78,7 +78,8 @@ def main() -> None:
                         raise SystemExit(f"{feature} -threads {threads} failed:\n{run.stderr[-3000:]}")
                     runs.setdefault((feature, threads), []).append(run)
                     print(f"  {feature:8s} -threads {threads}: {run.seconds:7.1f} s wall, "
-                          f"{run.decode_wall:7.1f} s after loading", flush=True)
+                          f"{run.decode_wall:7.1f} s after loading, {run.cpu_seconds:7.1f} s CPU "
+                          f"({run.cpu_seconds / run.seconds:.2f} cores busy on average)", flush=True)
 
     first = {f: runs[(f, args.threads[0])][0].lines for f in args.features}
     rows = []
@@ -95,7 +96,9 @@ def main() -> None:
         rows.append({"binary": args.binary, "feature": feature, "threads": threads, "s_per_sentence": per_sentence, "speedup": base / per_sentence,
                      "same_as_t1": same_t1, "same_as_lexical": same_lex, "rpcs": rpcs, "max_in_flight": most,
                      "rpc_seconds": rpc_s, "decode_walls": [round(r.decode_wall, 2) for r in done],
-                     "load_seconds": [round(r.load_seconds, 2) for r in done]})
+                     "load_seconds": [round(r.load_seconds, 2) for r in done],
+                     "cpu_seconds": [round(r.cpu_seconds, 2) for r in done],
+                     "walls": [round(r.seconds, 2) for r in done]})
         print(f"{feature:8s}  {threads:7d}  {per_sentence:19.4f}  {base / per_sentence:8.2f}  {str(same_t1):10s}  "
               f"{str(same_lex):15s}  {rpcs:>4s}  {most:>13s}  {rpc_s:>5s}")
     (work / f"threads-{args.binary}.json").write_text(json.dumps(rows, indent=1))
