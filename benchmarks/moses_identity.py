@@ -35,7 +35,8 @@ from moses_system import (ROOT, Server, System, compare, decode, external_line, 
 
 TEST = ROOT.parent / "shared" / "data" / "ja-en" / "test.ja"
 ALL_TYPES = [f"{k}-{o}-{d}-{lang}" for k, o, d, lang in itertools.product(
-    ("wbe", "phrase", "hier"), ("msd", "mslr", "monotonicity"), ("backward", "forward", "bidirectional"), ("fe", "f"))]
+    ("wbe", "phrase", "hier"), ("msd", "mslr", "monotonicity", "leftright"), ("backward", "forward", "bidirectional"),
+    ("fe", "f"))]
 
 
 def cli(*args: str) -> None:
@@ -66,6 +67,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--moses-dir", help="Moses install prefix with bin/moses (default $MOSES_DIR)")
     ap.add_argument("--store", type=Path, required=True, help="example store with labels of every kind "
+                    "(mslr labels give msd, monotonicity and leftright too) "
                     "(extract --model wbe-mslr --model phrase-mslr --model hier-mslr)")
     ap.add_argument("--phrase-table", type=Path, required=True)
     ap.add_argument("--lm", type=Path, required=True)
