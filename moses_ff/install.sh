@@ -46,6 +46,7 @@ put() {
 #    Moses's flags); the client (*.cc, C++17) is a separate library target below.
 put "$HERE/moses/ExternalReordering.h" "$DEST/ExternalReordering.h"
 put "$HERE/moses/ExternalReordering.cpp" "$DEST/ExternalReordering.cpp"
+put "$HERE/moses/ReorderingType.h" "$DEST/ReorderingType.h"
 put "$HERE/client/reordering_client.h" "$DEST/reordering_client.h"
 put "$HERE/client/reordering_client.cc" "$DEST/client/reordering_client.cc"
 protoc -I "$PROTO_ROOT" --cpp_out "$TMP" --grpc_out "$TMP" \

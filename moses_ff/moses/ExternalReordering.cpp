@@ -45,22 +45,33 @@ FactorType FirstFactor(const vector<pair<string, string> > &line, const string &
   return 0;
 }
 
-// "hier-msd-bidirectional-fe-allff" and "hier-msd-bidirectional-fe" are the same model:
-// allff is Moses's default; the served model names the type without it.
-string NormalizedType(const string &type)
-{
-  vector<string> parts = Tokenize(type, "-");
-  string out;
-  for (size_t i = 0; i < parts.size(); ++i)
-    if (parts[i] != "allff") out += (out.empty() ? "" : "-") + parts[i];
-  return out;
-}
-
 string Surface(const Word &w, FactorType f)
 {
   const Factor *factor = w.GetFactor(f);
   return factor ? factor->GetString().as_string() : string();
 }
+
+// Counts one Score RPC while it runs (the scope of the call).
+class InFlight
+{
+public:
+  InFlight(std::atomic<size_t> &now, std::atomic<size_t> &most, std::atomic<size_t> &calls,
+           std::atomic<long long> &micros)
+    : m_now(now), m_micros(micros), m_start(std::chrono::steady_clock::now()) {
+    ++calls;
+    size_t running = ++m_now, seen = most.load();
+    while (running > seen && !most.compare_exchange_weak(seen, running)) {}
+  }
+  ~InFlight() {
+    m_micros += std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - m_start).count();
+    --m_now;
+  }
+private:
+  std::atomic<size_t> &m_now;
+  std::atomic<long long> &m_micros;
+  std::chrono::steady_clock::time_point m_start;
+};
 
 }  // namespace
 
@@ -87,6 +98,10 @@ ExternalReordering::ExternalReordering(const string &line)
   , m_onError(FAIL)
   , m_sentences(0)
   , m_failures(0)
+  , m_inFlight(0)
+  , m_maxInFlight(0)
+  , m_rpcs(0)
+  , m_rpcMicros(0)
 {
   vector<pair<string, string> > args;
   StripServiceKeys(line, &args);
@@ -96,7 +111,7 @@ ExternalReordering::ExternalReordering(const string &line)
     else if (key == "model") m_model = value;
     else if (key == "version") m_requestedVersion = Scan<uint64_t>(value);
     else if (key == "timeout-ms") m_timeoutMs = Scan<int>(value);
-    else if (key == "type") m_type = NormalizedType(value);
+    else if (key == "type") m_type = value;
     else if (key == "on-error") {
       UTIL_THROW_IF2(value != "fail" && value != "default",
                      GetScoreProducerDescription() << ": on-error=" << value
@@ -107,17 +122,28 @@ ExternalReordering::ExternalReordering(const string &line)
   UTIL_THROW_IF2(m_server.empty() || m_model.empty(),
                  GetScoreProducerDescription() << ": needs server=HOST:PORT and model=NAME");
   UTIL_THROW_IF2(m_timeoutMs <= 0, GetScoreProducerDescription() << ": timeout-ms must be > 0");
+  string why;
+  // LexicalReordering's constructor (LRModel) has already accepted type=, and the two
+  // parsers accept the same strings (tests/client/test_type_spelling.py).
+  UTIL_THROW_IF2(!reordering_type::Parse(m_type, &m_schema, &why), GetScoreProducerDescription() << ": " << why);
   m_inputFactor = FirstFactor(args, "input-factor");
   m_outputFactor = FirstFactor(args, "output-factor");
   // With no row, LRState adds default-scores if given, else nothing: a failed sentence
-  // gets exactly that row, so it is not retried once per hypothesis.
-  m_fallbackRow.assign(GetNumScoreComponents(), 0.0f);
+  // gets exactly that row, so it is not retried once per hypothesis. Rows are full
+  // (classes x directions) even with collapseff, where Moses has fewer scores than
+  // columns and reads default-scores past its end; we read zeros there instead.
+  m_fallbackRow.assign(m_schema.NumOutputs(), 0.0f);
   if (GetHaveDefaultScores())
-    for (size_t i = 0; i < m_fallbackRow.size(); ++i) m_fallbackRow[i] = GetDefaultScore(i);
+    for (size_t i = 0; i < m_fallbackRow.size() && i < GetNumScoreComponents(); ++i)
+      m_fallbackRow[i] = GetDefaultScore(i);
 }
 
 ExternalReordering::~ExternalReordering()
 {
+  if (m_rpcs > 0)
+    VERBOSE(1, GetScoreProducerDescription() << ": " << m_rpcs << " Score RPCs for " << m_sentences
+            << " sentences, at most " << m_maxInFlight << " in flight at once, "
+            << m_rpcMicros / 1e6 << " s of RPC wall time in all" << endl);
   if (m_failures > 0)
     cerr << GetScoreProducerDescription() << ": " << m_failures << " of " << m_sentences
          << " sentences were scored with default scores because the server failed" << endl;
@@ -137,12 +163,21 @@ void ExternalReordering::Load(AllOptions::ptr const& opts)
     UTIL_THROW2(GetScoreProducerDescription() << ": cannot load model '" << m_model
                 << "' from " << m_server << ": " << e.what());
   }
-  const string &mine = m_type;
-  UTIL_THROW_IF2(info.moses_type != mine || info.outputs.size() != GetNumScoreComponents(),
+  // Compare schemas, not strings: Moses has many spellings of one type, the server
+  // answers with the canonical one. collapseff is not part of the model: Moses collapses
+  // the full rows we cache, as it collapses a table's.
+  reordering_type::Schema served;
+  string why;
+  UTIL_THROW_IF2(!reordering_type::Parse(info.moses_type, &served, &why)
+                 || !reordering_type::SameModel(m_schema, served)
+                 || info.classes != m_schema.Classes() || info.directions != m_schema.Directions()
+                 || info.outputs.size() != m_schema.NumOutputs(),
                  GetScoreProducerDescription() << ": served model '" << m_model << "' version "
                  << info.version << " is " << info.moses_type << " with " << info.outputs.size()
-                 << " outputs, but this feature is type=" << mine << " with "
-                 << GetNumScoreComponents() << " scores");
+                 << " outputs, but this feature's type=" << m_type << " needs a "
+                 << m_schema.Canonical(false) << " model with "
+                 << m_schema.NumOutputs() << " outputs (kind, orientation set, directions and "
+                 << "f/fe conditioning must match)");
   m_pinnedVersion = info.version;
   VERBOSE(1, GetScoreProducerDescription() << ": " << m_server << " model " << m_model
           << " version " << m_pinnedVersion << " (" << info.family << ", " << info.moses_type
@@ -197,6 +232,7 @@ void ExternalReordering::ScoreSentence(Manager &manager) const
   reordering::ScoreResult result;
   const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   try {
+    InFlight counting(m_inFlight, m_maxInFlight, m_rpcs, m_rpcMicros);
     result = m_client->Score(m_model, m_pinnedVersion, request.input());
   } catch (const reordering::ClientError &e) {
     if (m_onError == FAIL)
@@ -208,10 +244,10 @@ void ExternalReordering::ScoreSentence(Manager &manager) const
     CacheFallbackRows(options);
     return;
   }
-  UTIL_THROW_IF2(result.version != m_pinnedVersion || result.NumOutputs() != GetNumScoreComponents(),
+  UTIL_THROW_IF2(result.version != m_pinnedVersion || result.NumOutputs() != m_schema.NumOutputs(),
                  GetScoreProducerDescription() << ": server answered version " << result.version
                  << " with " << result.NumOutputs() << " outputs; pinned version " << m_pinnedVersion
-                 << " has " << GetNumScoreComponents());
+                 << " has " << m_schema.NumOutputs());
 
   VERBOSE(1, "Line " << source.GetTranslationId() << ": " << GetScoreProducerDescription() << " scored "
           << options.size() << " translation options in one RPC, took "

@@ -22,6 +22,7 @@
 #include <atomic>
 
 #include "moses/FF/LexicalReordering/LexicalReordering.h"
+#include "ReorderingType.h"
 
 namespace reordering
 {
@@ -58,7 +59,8 @@ private:
   void ScoreSentence(Manager &manager) const;
   void CacheFallbackRows(const std::vector<TranslationOption*> &options) const;
 
-  std::string m_type;  // type= without the default "-allff"
+  std::string m_type;                 // type= as the ini spells it
+  reordering_type::Schema m_schema;   // what it means (ReorderingType.h): what Load() checks
   std::string m_server;
   std::string m_model;
   uint64_t m_requestedVersion;  // 0 = newest at Load()
@@ -66,9 +68,15 @@ private:
   int m_timeoutMs;
   OnError m_onError;
   FactorType m_inputFactor, m_outputFactor;
-  Scores m_fallbackRow;  // default-scores (already ln) or zeros: LRState's "no row" behaviour
+  // A full row (classes x directions, like a table's, whatever collapseff says): the
+  // default-scores (already ln) or zeros, LRState's "no row" behaviour.
+  Scores m_fallbackRow;
   std::unique_ptr<reordering::Client> m_client;
   mutable std::atomic<size_t> m_sentences, m_failures;
+  // For the end-of-run summary: Score RPCs running now / at most at once (moses
+  // -threads N decodes N sentences at a time, each with its own RPC), their wall time.
+  mutable std::atomic<size_t> m_inFlight, m_maxInFlight, m_rpcs;
+  mutable std::atomic<long long> m_rpcMicros;
 };
 
 }

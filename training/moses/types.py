@@ -44,10 +44,16 @@ class MosesType:
 
     @classmethod
     def parse(cls, text: str) -> "MosesType":
-        """Parse like Moses's LRModel: dash-separated tokens in any order, kind defaults to wbe."""
+        """Parse like Moses's LRModel: dash-separated tokens in any order (empty ones skipped,
+        the last of each group wins), kind defaults to wbe, direction to backward
+        (`unidirectional` is its old name). moses_ff/moses/ReorderingType.h is the C++ twin."""
         kind, orientation, direction, language, collapse = "wbe", None, "backward", None, False
         for token in text.strip().split("-"):
-            if token in KINDS:
+            if not token:
+                continue
+            if token == "unidirectional":
+                direction = "backward"
+            elif token in KINDS:
                 kind = token
             elif token in CLASSES:
                 orientation = token

@@ -1,0 +1,249 @@
+"""A phrase-based ja-en Moses system around one reordering line, for the scripts that run
+the real decoder (moses_identity.py, moses_threads.py, moses_failover.py).
+
+What it is for: writing moses.ini files that differ only in the reordering feature,
+filtering tables to a test set, running `moses-reorder serve` on loopback and `moses` on
+a test set, and timing them. What it must not do: build Moses or its tables (the phrase
+table, the LM and the Moses build come from the user; MOSES-NOTES.md section 8), or
+contain anything of Moses's own.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from training.moses.types import MosesType  # noqa: E402
+
+MAX_PHRASE = 7  # train-model.perl's extract limit
+
+
+def moses_binary(moses_dir: str | None, name: str = "moses") -> Path:
+    """INST/bin/NAME under --moses-dir or $MOSES_DIR (an install prefix or a source tree)."""
+    base = moses_dir or os.environ.get("MOSES_DIR")
+    if not base:
+        raise SystemExit("give --moses-dir or set MOSES_DIR (a Moses install prefix with bin/moses)")
+    path = Path(base) / "bin" / name
+    if not path.is_file():
+        raise SystemExit(f"{path} not found (MOSES_DIR / --moses-dir must hold bin/{name})")
+    return path
+
+
+def source_ngrams(lines: list[str], max_len: int = MAX_PHRASE) -> set[str]:
+    grams = set()
+    for line in lines:
+        words = line.split()
+        for i in range(len(words)):
+            for j in range(i + 1, min(len(words), i + max_len) + 1):
+                grams.add(" ".join(words[i:j]))
+    return grams
+
+
+def filter_table(src: Path, dst: Path, grams: set[str]) -> int:
+    """Rows of a phrase or reordering table whose source phrase occurs in `grams`."""
+    if dst.is_file():
+        with gzip.open(dst, "rt", encoding="utf-8") as f:
+            return sum(1 for _ in f)
+    tmp = dst.with_name(dst.name + ".tmp")
+    kept = 0
+    with gzip.open(src, "rt", encoding="utf-8") as fin, gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as fout:
+        for line in fin:
+            if line[:line.index(" |||")] in grams:
+                fout.write(line)
+                kept += 1
+    tmp.rename(dst)
+    return kept
+
+
+def n_scores(moses_type: str) -> int:
+    """Moses's GetNumScoreComponents for a type (collapseff: one per direction)."""
+    t = MosesType.parse(moses_type)
+    return len(t.directions) * (1 if t.collapse else len(t.classes))
+
+
+def other_spelling(moses_type: str) -> str:
+    """Another spelling Moses accepts for the same type: parts reversed, `-allff` added,
+    `wbe` left out (Moses's default kind), `backward` as `unidirectional`."""
+    t = MosesType.parse(moses_type)
+    parts = [p for p in (t.kind, t.orientation, t.direction, t.language) if p != "wbe"]
+    parts = ["unidirectional" if p == "backward" else p for p in parts]
+    return "-".join(reversed(parts)) + ("-collapseff" if t.collapse else "-allff")
+
+
+@dataclass
+class System:
+    phrase_table: Path
+    lm: Path
+    lm_order: int = 4
+    distortion_limit: int = 6
+    table_limit: int = 20
+    weights: dict[str, str] = field(default_factory=lambda: {
+        "UnknownWordPenalty0": "1", "WordPenalty0": "-1", "PhrasePenalty0": "0.2",
+        "TranslationModel0": "0.2 0.2 0.2 0.2", "Distortion0": "0.3", "LM0": "0.5"})
+
+    def ini(self, path: Path, reordering_line: str, n_reordering: int) -> Path:
+        weights = "\n".join(f"{k}= {v}" for k, v in self.weights.items())
+        path.write_text(f"""[input-factors]
+0
+[mapping]
+0 T 0
+[distortion-limit]
+{self.distortion_limit}
+[feature]
+UnknownWordPenalty
+WordPenalty
+PhrasePenalty
+PhraseDictionaryMemory name=TranslationModel0 num-features=4 path={self.phrase_table} input-factor=0 output-factor=0 table-limit={self.table_limit}
+Distortion
+KENLM name=LM0 factor=0 path={self.lm} order={self.lm_order}
+{reordering_line}
+[weight]
+{weights}
+LexicalReordering0= {' '.join(['0.3'] * n_reordering)}
+""")
+        return path
+
+
+def factors(moses_type: str) -> str:
+    """An `-f` table has no target field: Moses reads one whenever output-factor is set."""
+    return "input-factor=0" + (" output-factor=0" if MosesType.parse(moses_type).language == "fe" else "")
+
+
+def lexical_line(moses_type: str, table: Path, default_scores: str | None = None) -> str:
+    line = (f"LexicalReordering name=LexicalReordering0 num-features={n_scores(moses_type)} "
+            f"type={moses_type} {factors(moses_type)} path={table}")
+    return line + (f" default-scores={default_scores}" if default_scores else "")
+
+
+def external_line(moses_type: str, server: str, model: str, default_scores: str | None = None,
+                  extra: str = "") -> str:
+    line = (f"ExternalReordering name=LexicalReordering0 num-features={n_scores(moses_type)} "
+            f"type={moses_type} {factors(moses_type)} server={server} model={model}")
+    line += f" default-scores={default_scores}" if default_scores else ""
+    return line + (f" {extra}" if extra else "")
+
+
+@dataclass
+class Decode:
+    lines: list[str]
+    seconds: float          # process wall time
+    decode_seconds: float   # sum of Moses's per-sentence "Translation took"
+    returncode: int
+    stderr: str
+    load_seconds: float = 0.0  # Moses's own clock when loading ended (moses and moses2 print it)
+    cpu_seconds: float = 0.0   # user + system CPU of the process (exact only when runs do not overlap)
+
+    @property
+    def decode_wall(self) -> float:
+        """Wall time of the decoding itself: the process's minus its loading."""
+        return self.seconds - self.load_seconds
+
+
+def decode(moses: Path, ini: Path, src: Path, threads: int = 1, flags: tuple[str, ...] = (),
+           timeout: float = 3600, verbose: int = 1) -> Decode:
+    t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(src, "rb") as fin:
+        run = subprocess.run([str(moses), "-f", str(ini), "-threads", str(threads), "-v", str(verbose), *flags],
+                             stdin=fin, capture_output=True, timeout=timeout)
+    seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    err = run.stderr.decode("utf-8", "replace")
+    took = [float(m) for m in re.findall(r"Translation took (\d+\.\d{3})", err)]  # 3 decimals: threads interleave lines
+    loaded = re.search(r"(?:Created input-output object|Loaded) : \[([0-9.]+)\] seconds", err)
+    return Decode(run.stdout.decode("utf-8").splitlines(), seconds, float(np.sum(took)), run.returncode, err,
+                  float(loaded.group(1)) if loaded else 0.0, cpu)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`moses-reorder serve` on loopback (this checkout's code), stopped with SIGTERM."""
+
+    def __init__(self, models: Path, port: int | None = None, workers: int = 1, extra: tuple[str, ...] = (),
+                 log: Path | None = None):
+        self.models, self.workers, self.extra = models, workers, extra
+        self.port = port or free_port()
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, wait: float = 120) -> "Server":
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "training.cli", "serve", "--models", str(self.models), "--host", "127.0.0.1",
+             "--port", str(self.port), "--workers", str(self.workers), *self.extra],
+            cwd=ROOT, stdout=out, stderr=out)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve exited with {self.proc.returncode} (log: {self.log})")
+            if healthy(self.address):
+                return self
+            time.sleep(0.3)
+        raise RuntimeError(f"serve not healthy on {self.address} after {wait} s")
+
+    def stop(self, sig: int = 15) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def healthy(address: str, service: str = "") -> bool:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    try:
+        with grpc.insecure_channel(address) as channel:
+            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
+            return answer.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
+
+
+def served_prior(address: str, model: str) -> np.ndarray:
+    """The row the server answers for a phrase pair no model has seen (for the lexical
+    family: the class prior), as the float32 values the feature function receives."""
+    import grpc
+    from server.api import pb, pb_grpc
+    from training.modelfile.request import arrays_from_strings
+    request = pb.ScoreRequest(model=model, **arrays_from_strings(["\u2400unseen\u2400"], [(0, 1, ["\u2400unseen\u2400"], [(0, 0)])]))
+    with grpc.insecure_channel(address) as channel:
+        answer = pb_grpc.ReorderingScorerStub(channel).Score(request, timeout=30)
+    return np.asarray(answer.probabilities, dtype=np.float32)
+
+
+def compare(a: list[str], b: list[str]) -> list[int]:
+    """0-based line numbers where two outputs differ (a missing line counts)."""
+    n = max(len(a), len(b))
+    return [i for i in range(n) if i >= len(a) or i >= len(b) or a[i] != b[i]]

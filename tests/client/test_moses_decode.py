@@ -1,0 +1,231 @@
+"""ExternalReordering inside a real Moses decode: type spellings, the identity with
+Moses's own LexicalReordering, and the service failing or restarting mid-decode.
+
+A small self-contained system: the first 300 ja-en training pairs; our extractor writes
+Moses's `extract` text, from which the test writes a phrase table (relative frequencies,
+most frequent alignment); a 3-gram LM by Moses's lmplz (without an LM, blocks that
+swap places often tie exactly, and float rounding, not the model, picks among them); `moses-reorder lexical` writes each type's reordering
+table and `moses-reorder train --family lexical` the model of the same table, served by
+`moses-reorder serve` on loopback. Translations of the first 40 source sentences must be
+identical with LexicalReordering(table) and ExternalReordering(served model), whatever
+the spelling of `type=`.
+
+Needs a Moses build with ExternalReordering installed (moses_ff/install.sh): set
+MOSES_DIR to the Moses tree (built in place, bjam's default) or its install prefix: the
+directory holding bin/moses and bin/lmplz. Without it the test is skipped. The whole-test-set versions are benchmarks/moses_identity.py and
+benchmarks/moses_failover.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from corpus_slice import write_corpus_slice
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from moses_failover import Watched  # noqa: E402
+from moses_system import (Server, System, compare, decode, external_line, lexical_line, n_scores,  # noqa: E402
+                          served_prior)
+
+
+def _moses() -> Path | None:
+    base = os.environ.get("MOSES_DIR")
+    if not base:
+        return None
+    path = Path(base) / "bin" / "moses"
+    found = path.is_file() and (path.parent / "lmplz").is_file() and b"ExternalReordering" in path.read_bytes()
+    return path if found else None
+
+
+MOSES = _moses()
+pytestmark = pytest.mark.skipif(
+    MOSES is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
+                          "set MOSES_DIR to the Moses directory holding bin/moses and bin/lmplz")
+
+TYPES = ("wbe-msd-bidirectional-fe", "hier-msd-bidirectional-fe", "wbe-mslr-backward-f",
+         "wbe-monotonicity-forward-fe", "hier-mslr-bidirectional-f")
+N_SENTENCES = 40
+
+
+def cli(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "training.cli", *args, "--quiet"], cwd=ROOT, check=True)
+
+
+def write_phrase_table(extract: Path, out: Path) -> None:
+    """Moses's phrase-table text from `extract` lines: p(e|f), p(f|e) and the pair's most
+    frequent alignment (4th field, which ExternalReordering sends)."""
+    pairs: Counter = Counter()
+    aligns: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    f_count: Counter = Counter()
+    e_count: Counter = Counter()
+    for line in extract.read_text(encoding="utf-8").splitlines():
+        f, e, a = line.split(" ||| ")
+        pairs[f, e] += 1
+        aligns[f, e][a] += 1
+        f_count[f] += 1
+        e_count[e] += 1
+    with gzip.open(out, "wt", encoding="utf-8") as fh:
+        for (f, e), c in sorted(pairs.items()):
+            a = aligns[f, e].most_common(1)[0][0]
+            fh.write(f"{f} ||| {e} ||| {c / f_count[f]:.6g} 0.5 {c / e_count[e]:.6g} 0.5 ||| {a}\n")
+
+
+@pytest.fixture(scope="module")
+def system(ja_en_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    work = tmp_path_factory.mktemp("moses")
+    corpus = write_corpus_slice(ja_en_dir, 300, work / "corpus")
+    store = work / "store"
+    cli("extract", "--src", str(corpus["ja"]), "--tgt", str(corpus["en"]), "--align", str(corpus["align"]),
+        "--out", str(store), "--model", "wbe-mslr", "--model", "hier-mslr", "--moses-format")
+    write_phrase_table(store / "extract", work / "phrase-table.gz")
+    for moses_type in TYPES:
+        cli("lexical", "--store", str(store), "--type", moses_type, "--out", str(work / f"{moses_type}.gz"))
+        cli("train", "--family", "lexical", "--type", moses_type, "--store", str(store), "--heldout-fraction", "0",
+            "--out", str(work / "repo" / moses_type / "1" / "model.mrw"))
+    src = work / "test.ja"
+    src.write_text("".join(corpus["ja"].read_text(encoding="utf-8").splitlines(True)[:N_SENTENCES]), encoding="utf-8")
+    lm = work / "lm.arpa"
+    with open(corpus["en"], "rb") as text, open(lm, "wb") as out:
+        subprocess.run([str(MOSES.parent / "lmplz"), "-o", "3", "--discount_fallback", "-S", "5%", "-T", str(work)],
+                       stdin=text, stdout=out, stderr=subprocess.DEVNULL, check=True)
+    return work, System(work / "phrase-table.gz", lm=lm, lm_order=3), src
+
+
+def ini(system_: System, path: Path, line: str, n: int) -> Path:
+    return system_.ini(path, line, n)
+
+
+@pytest.fixture(scope="module")
+def server(system):
+    work = system[0]
+    with Server(work / "repo", log=work / "serve.log") as s:
+        yield s
+
+
+@pytest.mark.parametrize("lexical_type, spelled, model", [
+    ("wbe-msd-bidirectional-fe", "msd-bidirectional-fe", "wbe-msd-bidirectional-fe"),  # Moses's regression test
+    ("hier-msd-bidirectional-fe", "fe-bidirectional-msd-hier-allff", "hier-msd-bidirectional-fe"),
+    ("hier-msd-bidirectional-fe-collapseff", "hier-collapseff-msd-bidirectional-fe", "hier-msd-bidirectional-fe"),
+    ("wbe-mslr-backward-f", "mslr-unidirectional-f", "wbe-mslr-backward-f"),
+    ("wbe-monotonicity-forward-fe", "forward-monotonicity-fe", "wbe-monotonicity-forward-fe"),
+    ("hier-mslr-bidirectional-f", "hier-mslr-bidirectional-f-allff", "hier-mslr-bidirectional-f"),
+])
+def test_served_table_translates_exactly_like_moses_lexical_reordering(system, server, lexical_type, spelled, model):
+    work, sys_, src = system
+    n = n_scores(lexical_type)
+    # An option missing from the table (an unknown word) gets default-scores from Moses
+    # and the class prior from the lexical family: make them the same. (With collapseff
+    # Moses reads default-scores past its end, so none there; these sentences have no
+    # unknown words.)
+    defaults = None if "collapseff" in lexical_type else ",".join(
+        f"{p:.9g}" for p in served_prior(server.address, model))
+    lex = decode(MOSES, ini(sys_, work / f"lex-{spelled}.ini",
+                            lexical_line(lexical_type, work / f"{model}.gz", defaults), n), src)
+    ext = decode(MOSES, ini(sys_, work / f"ext-{spelled}.ini",
+                            external_line(spelled, server.address, model, defaults), n), src)
+    assert lex.returncode == 0, lex.stderr[-2000:]
+    assert ext.returncode == 0, ext.stderr[-2000:]
+    assert len(lex.lines) == N_SENTENCES
+    assert compare(lex.lines, ext.lines) == []
+    assert f"model {model} version 1" in ext.stderr
+
+
+def test_a_served_model_of_another_schema_is_refused(system, server):
+    work, sys_, src = system
+    run = decode(MOSES, ini(sys_, work / "wrong.ini",
+                            external_line("phrase-msd-bidirectional-fe", server.address, "wbe-msd-bidirectional-fe"), 6), src)
+    assert run.returncode != 0
+    assert "needs a phrase-msd-bidirectional-fe model" in run.stderr
+    assert "is wbe-msd-bidirectional-fe" in run.stderr
+
+
+MODEL = "hier-msd-bidirectional-fe"
+
+
+@pytest.fixture(scope="module")
+def long_input(system, server):
+    """The 40 sentences 15 times (600 sentences, a few seconds of decoding), so the server
+    can fail while Moses is half way; and the output with nothing failing."""
+    work, sys_, src = system
+    long_src = work / "long.ja"
+    long_src.write_text(src.read_text(encoding="utf-8") * 15, encoding="utf-8")
+    ref = decode(MOSES, ini(sys_, work / "ref.ini", external_line(MODEL, server.address, MODEL), 6), long_src,
+                 flags=("-s", "200"))
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    return long_src, ref.lines
+
+
+def scored_after(run: Watched) -> int:
+    return sum(1 for t, line in zip(run.stderr_at, run.stderr) if t > run.acted_at and " translation options in one RPC" in line)
+
+
+def test_killing_one_of_two_replicas_loses_no_sentence(system, long_input):
+    work, sys_, _ = system
+    long_src, reference = long_input
+    with Server(work / "repo") as a, Server(work / "repo") as b:
+        path = ini(sys_, work / "replicas.ini",
+                   external_line(MODEL, f"{a.address},{b.address}", MODEL, extra="on-error=default"), 6)
+        run = Watched(MOSES, path, long_src, 100, lambda: a.stop(signal.SIGKILL), ("-s", "200"))
+        code = run.wait(300)
+    assert run.acted_at is not None and scored_after(run) > 100, "the replica died too late to test anything"
+    assert code == 0, "\n".join(run.stderr[-20:])
+    assert not [line for line in run.stderr if "default scores" in line]
+    assert run.out == reference
+
+
+def test_restarting_the_only_server_with_on_error_fail_stops_naming_the_server(system, long_input):
+    work, sys_, _ = system
+    long_src, _ = long_input
+    timeout_ms = 1500
+    server = Server(work / "repo").start()
+    try:
+        path = ini(sys_, work / "fail.ini", external_line(MODEL, server.address, MODEL,
+                                                         extra=f"on-error=fail timeout-ms={timeout_ms}"), 6)
+        run = Watched(MOSES, path, long_src, 100, lambda: server.stop(signal.SIGKILL), ("-s", "200"))
+        code = run.wait(300)
+        exited = time.monotonic()
+    finally:
+        server.stop()
+    assert code != 0
+    errors = [line for line in run.stderr if "on-error=default would use default scores" in line]
+    assert errors and server.address in errors[0], "\n".join(run.stderr[-20:])
+    # The failing RPC gives up within its deadline (plus the decode of one sentence).
+    assert exited - run.acted_at < timeout_ms / 1000 + 3
+
+
+def test_restarting_the_only_server_with_on_error_default_counts_the_failed_sentences(system, long_input):
+    work, sys_, _ = system
+    long_src, reference = long_input
+    server = Server(work / "repo").start()
+
+    def restart() -> None:
+        server.stop(signal.SIGKILL)
+        threading.Timer(1.5, server.start).start()
+    try:
+        path = ini(sys_, work / "default.ini", external_line(MODEL, server.address, MODEL,
+                                                            extra="on-error=default timeout-ms=300"), 6)
+        run = Watched(MOSES, path, long_src, 100, restart, ("-s", "200"))
+        code = run.wait(300)
+    finally:
+        time.sleep(2)
+        server.stop()
+    assert code == 0, "\n".join(run.stderr[-20:])
+    assert len(run.out) == len(reference)
+    failed = [int(line.split("sentence ")[1].split()[0]) for line in run.stderr if " scored with default scores (" in line]
+    summary = [line for line in run.stderr if "sentences were scored with default scores because" in line]
+    assert failed and summary and summary[0].split(": ")[1].startswith(f"{len(failed)} of {len(reference)} ")
+    assert scored_after(run) > 0, "the restarted server was never used again"
+    # Every sentence scored by the server is translated as with no failure.
+    assert [i for i in compare(reference, run.out) if i not in failed] == []
