@@ -13,7 +13,7 @@ from corpus_slice import write_corpus_slice
 from training.cli import main
 from training.modelfile.model import load_model
 from training.api import run_pipeline
-from training.defaults import EMBEDDED_CORPUS
+from training.defaults import EMBEDDED_CORPUS, FEATURES
 from training.store.examples import ExampleStore
 
 
@@ -159,7 +159,7 @@ def test_report_explains_itself_and_a_second_run_keeps_the_first(small_corpus, t
     backward, forward = report.index("## backward"), report.index("## forward")
     for start, end in ((backward, forward), (forward, len(report))):
         section = report[start:end]
-        assert "| lexical (baseline: Moses's own) | pair" in section and "| nb-map | S7 |" in section
+        assert "| lexical (baseline: Moses's own) | pair" in section and f"| nb-map | {FEATURES} |" in section
     assert "`lexical` is the baseline: Moses's own lexicalized reordering model" in report
     for column in ("**Acc.**", "**Log-loss**", "**ECE**", "**P / R / F1 X**", "**Acc. seen / unseen**",
                    "**Time (s)**"):

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from corpus_slice import write_corpus_slice
 
-from training.defaults import EMBEDDED_CORPUS
+from training.defaults import EMBEDDED_CORPUS, FEATURES
 from training.progress import LineProgress, progress
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every stage that reports progress, as it names itself on stderr.
-STAGES = ("extract:", "count S7:", "maxent-lbfgs:", "svm:")
+STAGES = ("extract:", f"count {FEATURES}:", "maxent-lbfgs:", "svm:")
 
 
 @pytest.fixture(scope="module")
