@@ -148,7 +148,7 @@ def _dask_client(scheduler: str, jobs: int):
         raise InputError("--scheduler needs dask[distributed]: pip install 'dask[distributed]'") from None
     if scheduler == LOCAL_CLUSTER:
         with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
             yield client
         return
     try:
