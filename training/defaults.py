@@ -17,7 +17,7 @@ from training.moses.extract import DEFAULT_MAX_PHRASE_LENGTH as MAX_PHRASE_LENGT
 from training.moses.extract import DEFAULT_MODELS as EXTRACT_MODELS  # noqa: F401
 from training.moses.table import DEFAULT_SMOOTHING as SMOOTHING  # noqa: F401
 from training.store.build import DEFAULT_CHUNK_EXAMPLES as CHUNK_EXAMPLES  # noqa: F401
-from training.store.build import DEFAULT_MEMORY as MEMORY  # noqa: F401
+from training.parallel import DEFAULT_MEMORY as MEMORY  # noqa: F401
 
 JOBS = 0                                     # sharded stages: 0 = every available core
 

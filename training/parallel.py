@@ -46,6 +46,8 @@ R = TypeVar("R")
 
 #: `scheduler` value that starts a LocalCluster of `jobs` workers for the call.
 LOCAL_CLUSTER = "local"
+#: The default memory budget of a sharded stage (--memory).
+DEFAULT_MEMORY = "4G"
 
 
 def available_cores() -> int:

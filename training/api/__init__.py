@@ -51,8 +51,10 @@ def extract_store(src: str | os.PathLike, tgt: str | os.PathLike, align: str | o
 
 
 def lexical_table(store_dir: str | os.PathLike, moses_type: str, out: str | os.PathLike, *,
-                  smoothing: float = defaults.SMOOTHING):
-    """Moses's relative-frequency table of `moses_type` from a store; returns its PairCounts."""
+                  smoothing: float = defaults.SMOOTHING, jobs: int | None = defaults.JOBS,
+                  scheduler: str | None = None, memory: str | int = defaults.MEMORY):
+    """Moses's relative-frequency table of `moses_type` from a store, with bounded memory
+    (`jobs` local processes, or the Dask cluster at `scheduler`); returns its TableSummary."""
     from training.errors import InputError
     from training.moses.table import build_table
     from training.moses.types import MosesType
@@ -62,7 +64,8 @@ def lexical_table(store_dir: str | os.PathLike, moses_type: str, out: str | os.P
     if mtype.collapse:
         raise InputError(f"type {moses_type}: collapseff is a decoder setting; the table is the same "
                          "as for allff, give the type without it")
-    return build_table(ExampleStore.open(store_dir), mtype, out, smoothing=smoothing)
+    return build_table(ExampleStore.open(store_dir), mtype, out, smoothing=smoothing, jobs=jobs,
+                       scheduler=scheduler, memory=memory)
 
 
 def feature_matrix(store_dir: str | os.PathLike, features: str, *, threshold: int = defaults.THRESHOLD,

@@ -87,7 +87,7 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
 
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
-    build_table(ExampleStore.open(store_dir), mtype, table)
+    build_table(ExampleStore.open(store_dir), mtype, table, jobs=defaults.JOBS)
 
     runs = out / "runs"
     rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],

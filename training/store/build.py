@@ -33,11 +33,10 @@ from training.corpus.reading import (DEFAULT_MAX_SENTENCE_LENGTH, Corpus, Corpus
 from training.moses.extract import DEFAULT_MAX_PHRASE_LENGTH, ExtractModel, extract_sentences, model_table
 from training.moses.text import MosesTextRenderer
 from training.npyfile import NpyAppender
-from training.parallel import iter_tasks, parse_memory, resolve_jobs
+from training.parallel import DEFAULT_MEMORY, iter_tasks, parse_memory, resolve_jobs
 from training.store.examples import SENTENCE_ARRAYS, StoreWriter
 
 DEFAULT_CHUNK_EXAMPLES = 1_000_000
-DEFAULT_MEMORY = "4G"
 
 
 def range_bytes_for(memory: int, jobs: int) -> int:

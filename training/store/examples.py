@@ -297,13 +297,16 @@ class ExampleStore:
             out[first:first + chunk["examples"]] = self._chunk_array(chunk, "sentence")
         return out
 
-    def iter_chunks(self, sentence_mask: np.ndarray | None = None) -> Iterator[StoreChunk]:
-        """Chunks in order; with a bool mask over sentences only their examples (empty chunks skipped)."""
+    def iter_chunks(self, sentence_mask: np.ndarray | None = None,
+                    chunks: range | None = None) -> Iterator[StoreChunk]:
+        """Chunks in order (only those numbered in `chunks` if given); with a bool mask over
+        sentences only their examples (empty chunks skipped)."""
         if sentence_mask is not None:
             sentence_mask = np.asarray(sentence_mask, dtype=bool)
             if sentence_mask.shape != (self.n_sentences,):
                 raise InputError(f"sentence_mask must have shape ({self.n_sentences},), got {sentence_mask.shape}")
-        for chunk in self.meta["chunks"]:
+        all_chunks = self.meta["chunks"]
+        for chunk in (all_chunks if chunks is None else [all_chunks[k] for k in chunks]):
             arrays = {name: self._chunk_array(chunk, name) for name in CHUNK_ARRAYS}
             examples = np.arange(chunk["first_example"], chunk["first_example"] + chunk["examples"])
             if sentence_mask is not None:
