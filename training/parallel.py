@@ -11,7 +11,7 @@ Whatever the path the results are the same and come back in task order, so a sta
 output is byte-identical for any `jobs` and on any cluster:
 
 - jobs=1 (and no scheduler): in this process, one task after the other;
-- jobs>1: a pool of `jobs` local worker processes (forkserver, so no thread of this
+- jobs>1: a pool of `jobs` local worker processes (spawned, so no thread of this
   process is forked) with at most 2*jobs tasks in flight;
 - scheduler="ADDRESS" (e.g. "tcp://10.0.0.5:8786"): the tasks run on that Dask cluster;
   scheduler="local": a Dask LocalCluster of `jobs` single-threaded worker processes on
@@ -134,8 +134,9 @@ _DONE = object()
 
 @contextmanager
 def _process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
-    # forkserver: the workers start from a clean process, never a fork of one with threads.
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("forkserver"))
+    # spawn: the workers start from a clean process (never a fork of one with threads) and
+    # are this process's children, so its resource usage accounts for their CPU time.
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
     try:
         yield pool
     finally:

@@ -385,7 +385,7 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
     _check_token_hashes(store)
     jobs = resolve_jobs(jobs)
     if partitions is None:
-        per_task = max(parse_memory(memory) // (2 * jobs), 1)
+        per_task = max(parse_memory(memory) // (8 * jobs), 1)  # an eighth: peak stays flat well below it
         partitions = max(jobs, -(-store.n_examples * BYTES_PER_EXAMPLE // per_task))
     spill = Path(tempfile.mkdtemp(prefix=f".{out.name}.spill-", dir=out.parent if str(out.parent) else "."))
     try:
