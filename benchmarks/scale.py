@@ -153,7 +153,7 @@ def moses(ctx: Context, size: int, bin_dir: Path) -> list[dict]:
     for name in ("extract", "extract.inv"):
         (work / name).unlink()
     with open(work / "extract.o.sorted", "wb") as sorted_out:
-        r = run_measured(["sort", "-T", str(work), str(work / "extract.o")], stdout=sorted_out,
+        r = run_measured(["sort", "-S", "1G", "-T", str(work), str(work / "extract.o")], stdout=sorted_out,
                          env={**os.environ, "LC_ALL": "C"})
     results.append({**r, "stage": "moses sort extract.o", "size": size, "variant": "moses"})
     (work / "extract.o").unlink()

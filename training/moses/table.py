@@ -195,9 +195,7 @@ def _line_less(blob, a0, a1, b0, b1):
 
 
 @nb.njit(nogil=True, cache=True)
-def sort_lines(blob):
-    """The '\\n'-terminated lines of a byte array, sorted bytewise (a stable merge sort of
-    line offsets; no Python object per line)."""
+def _line_starts(blob):
     n = 0
     for b in blob:
         if b == 10:
@@ -209,41 +207,103 @@ def sort_lines(blob):
         if blob[i] == 10:
             k += 1
             starts[k] = i + 1
-    order = np.arange(n)
-    tmp = np.empty(n, dtype=np.int64)
+    return starts
+
+
+@nb.njit(nogil=True, cache=True)
+def _prefix_words(blob, starts, n_words):
+    """[n_words, lines] uint64: each line's first 8*n_words bytes, big-endian, zero-padded;
+    a smaller word tuple means a bytewise smaller line (ties need the full compare)."""
+    n = starts.shape[0] - 1
+    words = np.zeros((n_words, n), dtype=np.uint64)
+    for i in range(n):
+        end = starts[i + 1] - 1
+        for w in range(n_words):
+            value = np.uint64(0)
+            for k in range(8):
+                p = starts[i] + 8 * w + k
+                value = (value << np.uint64(8)) | np.uint64(blob[p] if p < end else 0)
+            words[w, i] = value
+    return words
+
+
+@nb.njit(nogil=True, cache=True)
+def _merge_sort(blob, starts, order, lo, hi, tmp):
+    """Stable bottom-up merge sort of order[lo:hi] (line ids) by the lines' bytes."""
+    n = hi - lo
     width = 1
+    src = order[lo:hi]
+    dst = tmp[lo:hi]
     while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            i, j, t = lo, mid, lo
-            while i < mid and j < hi:
-                a, b = order[i], order[j]
+        for left in range(0, n, 2 * width):
+            mid = min(left + width, n)
+            right = min(left + 2 * width, n)
+            i, j, t = left, mid, left
+            while i < mid and j < right:
+                a, b = src[i], src[j]
                 if _line_less(blob, starts[b], starts[b + 1] - 1, starts[a], starts[a + 1] - 1):
-                    tmp[t] = b
+                    dst[t] = b
                     j += 1
                 else:
-                    tmp[t] = a
+                    dst[t] = a
                     i += 1
                 t += 1
             while i < mid:
-                tmp[t] = order[i]
+                dst[t] = src[i]
                 i += 1
                 t += 1
-            while j < hi:
-                tmp[t] = order[j]
+            while j < right:
+                dst[t] = src[j]
                 j += 1
                 t += 1
-        order, tmp = tmp, order
+        src, dst = dst, src
         width *= 2
+    order[lo:hi] = src
+
+
+@nb.njit(nogil=True, cache=True)
+def _sort_ties(blob, starts, words, order):
+    """order is sorted by prefix words; sort each run of equal words by the full lines."""
+    n = order.shape[0]
+    tmp = np.empty(n, dtype=np.int64)
+    lo = 0
+    while lo < n:
+        hi = lo + 1
+        while hi < n:
+            same = True
+            for w in range(words.shape[0]):
+                if words[w, order[hi]] != words[w, order[lo]]:
+                    same = False
+                    break
+            if not same:
+                break
+            hi += 1
+        if hi - lo > 1:
+            _merge_sort(blob, starts, order, lo, hi, tmp)
+        lo = hi
+
+
+@nb.njit(nogil=True, cache=True)
+def _gather_lines(blob, starts, order):
     out = np.empty_like(blob)
     pos = 0
-    for r in range(n):
+    for r in range(order.shape[0]):
         line = order[r]
         for q in range(starts[line], starts[line + 1]):
             out[pos] = blob[q]
             pos += 1
     return out
+
+
+def sort_lines(blob: np.ndarray) -> np.ndarray:
+    """The '\\n'-terminated lines of a byte array, sorted bytewise as Python sorts bytes:
+    a lexsort of 24-byte prefixes, then a merge sort of each run of equal prefixes (no
+    Python object per line)."""
+    starts = _line_starts(blob)
+    words = _prefix_words(blob, starts, 3)
+    order = np.lexsort(words[::-1]).astype(np.int64)
+    _sort_ties(blob, starts, words, order)
+    return _gather_lines(blob, starts, order)
 
 
 def table_lines(store, moses_type: MosesType, keys_first_rows: np.ndarray, probs: np.ndarray,
@@ -291,7 +351,7 @@ class _PartitionTask:
 
 
 #: Bytes a partition task holds per example (records, grouping, rendered and sorted text).
-BYTES_PER_EXAMPLE = 160
+BYTES_PER_EXAMPLE = 200
 
 
 def _spill_dtype(n_directions: int) -> np.dtype:
@@ -318,30 +378,39 @@ def _partition_of_first_token(store, partitions: int) -> np.ndarray:
     return out
 
 
+#: Examples keyed at a time in the spill pass (bounds its PairBatch).
+SPILL_SLICE = 1 << 18
+
+
 def _spill_chunk(task: _SpillTask) -> int:
-    """Pass 1, one store chunk: each example's (pair key, row, labels) into its partition's file."""
+    """Pass 1, one store chunk: each example's (pair key, row, labels) into its partition's
+    file, a slice of the chunk at a time."""
     from training.store.examples import ExampleStore
 
     store = ExampleStore.open(task.store)
     mtype = MosesType.parse(task.moses_type)
     spill = Path(task.spill_dir)
     part_of_token = np.load(spill / "partition-of-token.npy")
-    meta = store.meta["chunks"][task.chunk]
-    chunk = next(store.iter_chunks(chunks=range(task.chunk, task.chunk + 1)))
+    arrays = store.chunk_arrays(task.chunk)
+    n = int(arrays["meta"]["examples"])
     s = store.sentences
-    first_token = s["src_ids"][s["src_offsets"][chunk.sentence] + chunk.src_start]
-    part = part_of_token[first_token]
-    records = np.empty(chunk.sentence.shape[0], dtype=_spill_dtype(len(mtype.directions)))
-    records["key"] = pair_keys(chunk.batch, mtype.language == "fe")
-    records["row"] = np.stack([chunk.sentence, chunk.src_start, chunk.src_end, chunk.tgt_start, chunk.tgt_end],
-                              axis=1)
-    records["label"] = chunk_labels(store, mtype, chunk.labels)
-    order = np.argsort(part, kind="stable")
-    bounds = np.searchsorted(part[order], np.arange(int(part_of_token.max(initial=0)) + 2))
+    records = np.empty(n, dtype=_spill_dtype(len(mtype.directions)))
+    for lo in range(0, n, SPILL_SLICE):
+        part = {name: np.ascontiguousarray(arrays[name][lo:lo + SPILL_SLICE])
+                for name in ("sentence", "src_start", "src_end", "tgt_start", "tgt_end", "labels")}
+        rows = [part[name] for name in ("sentence", "src_start", "src_end", "tgt_start", "tgt_end")]
+        out = records[lo:lo + SPILL_SLICE]
+        out["key"] = pair_keys(store.batch(*rows), mtype.language == "fe")
+        out["row"] = np.stack(rows, axis=1)
+        out["label"] = chunk_labels(store, mtype, part["labels"])
+    first_token = s["src_ids"][s["src_offsets"][arrays["sentence"]] + arrays["src_start"]]
+    partition = part_of_token[first_token]
+    order = np.argsort(partition, kind="stable")
+    bounds = np.searchsorted(partition[order], np.arange(int(part_of_token.max(initial=0)) + 2))
     for p in range(bounds.size - 1):
         if bounds[p + 1] > bounds[p]:
             np.save(spill / f"p{p:05d}-c{task.chunk:05d}.npy", records[order[bounds[p]:bounds[p + 1]]])
-    return int(meta["examples"])
+    return n
 
 
 def _render_partition(task: _PartitionTask) -> int:

@@ -297,6 +297,11 @@ class ExampleStore:
             out[first:first + chunk["examples"]] = self._chunk_array(chunk, "sentence")
         return out
 
+    def chunk_arrays(self, k: int) -> dict[str, np.ndarray]:
+        """Chunk k's arrays (CHUNK_ARRAYS, memory-mapped) and its metadata entry under "meta"."""
+        chunk = self.meta["chunks"][k]
+        return {"meta": chunk, **{name: self._chunk_array(chunk, name) for name in CHUNK_ARRAYS}}
+
     def iter_chunks(self, sentence_mask: np.ndarray | None = None,
                     chunks: range | None = None) -> Iterator[StoreChunk]:
         """Chunks in order (only those numbered in `chunks` if given); with a bool mask over
