@@ -352,6 +352,7 @@ class _PartitionTask:
 
 #: Bytes a partition task holds per example (records, grouping, rendered and sorted text).
 BYTES_PER_EXAMPLE = 200
+PARTITION_MIN_EXAMPLES = 250_000
 
 
 def _spill_dtype(n_directions: int) -> np.dtype:
@@ -455,7 +456,9 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
     jobs = resolve_jobs(jobs)
     if partitions is None:
         per_task = max(parse_memory(memory) // (8 * jobs), 1)  # an eighth: peak stays flat well below it
-        partitions = max(jobs, -(-store.n_examples * BYTES_PER_EXAMPLE // per_task))
+        needed = -(-store.n_examples * BYTES_PER_EXAMPLE // per_task)
+        # one partition per job too, but none under ~250k examples (a worker costs ~2 s to start)
+        partitions = max(1, needed, min(jobs, store.n_examples // PARTITION_MIN_EXAMPLES))
     spill = Path(tempfile.mkdtemp(prefix=f".{out.name}.spill-", dir=out.parent if str(out.parent) else "."))
     try:
         np.save(spill / "partition-of-token.npy", _partition_of_first_token(store, partitions))
