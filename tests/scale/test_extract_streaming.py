@@ -90,3 +90,20 @@ def test_a_file_without_final_newline_reads_like_one_with(slice_2k, in_memory, t
     digest = from_files(files, tmp_path / "s", jobs=1, range_bytes=7000)
     assert {k: v for k, v in digest.items() if k != "store.json"} == \
         {k: v for k, v in in_memory.items() if k != "store.json"}
+
+
+def test_cli_jobs_and_memory_flags(slice_2k, tmp_path, capsys):
+    from training.cli import main
+
+    def extract(out, *flags):
+        return main(["extract", "--src", str(slice_2k["src"]), "--tgt", str(slice_2k["tgt"]), "--align",
+                     str(slice_2k["align"]), "--out", str(out), "--quiet", *flags])
+
+    assert extract(tmp_path / "a", "--jobs", "1") == 0
+    assert extract(tmp_path / "b", "--jobs", "2", "--memory", "64M") == 0
+    assert store_digest(tmp_path / "a") == store_digest(tmp_path / "b")
+    assert extract(tmp_path / "c", "--memory", "lots") == 3
+    assert "--memory" in capsys.readouterr().err and not (tmp_path / "c").exists()
+    assert main(["lexical", "--store", str(tmp_path / "a"), "--type", "wbe-msd-backward-fe",
+                 "--out", str(tmp_path / "rt"), "--jobs", "2", "--quiet"]) == 0
+    assert (tmp_path / "rt").stat().st_size > 0
