@@ -6,6 +6,8 @@ partition of table counts, a slice of rows to map ...), writes one module-level 
 
     run_tasks(fn, tasks, jobs=..., scheduler=...)   -> [fn(t) for t in tasks]
     iter_tasks(fn, tasks, jobs=..., scheduler=...)  -> the same, lazily, in task order
+    with task_runner(jobs=..., scheduler=...) as r: r.run(fn1, tasks1); r.run(fn2, tasks2)
+        (several rounds on one pool or cluster connection: workers start once)
 
 Whatever the path the results are the same and come back in task order, so a stage's
 output is byte-identical for any `jobs` and on any cluster:
@@ -95,18 +97,59 @@ def iter_tasks(fn: Callable[[T], R], tasks: Sequence[T], *, jobs: int | None = 1
                scheduler: str | None = None, window: int | None = None) -> Iterator[R]:
     """fn(t) for each task, yielded in task order with at most `window` tasks in flight
     (default 2 per worker). A single task always runs in this process."""
-    tasks = list(tasks)
-    jobs = resolve_jobs(jobs)
-    if scheduler is None and (jobs == 1 or len(tasks) <= 1):
-        yield from map(fn, tasks)
-        return
-    if scheduler is None:
-        with _process_pool(jobs) as pool:
-            yield from _ordered(pool.submit, fn, tasks, window or 2 * jobs)
-        return
-    with _dask_client(scheduler, jobs) as client:
-        workers = max(1, sum(client.nthreads().values()))
-        yield from _ordered(lambda f, t: client.submit(f, t, pure=False), fn, tasks, window or 2 * workers)
+    with task_runner(jobs=jobs, scheduler=scheduler) as runner:
+        yield from runner.iter(fn, tasks, window=window)
+
+
+class TaskRunner:
+    """Several rounds of tasks on one pool or cluster (workers start once): `run` and
+    `iter` are run_tasks and iter_tasks. Make one with `task_runner(...)`."""
+
+    def __init__(self, jobs: int, scheduler: str | None):
+        self.jobs, self.scheduler = jobs, scheduler
+        self._pool: ProcessPoolExecutor | None = None
+        self._client = None
+        self._client_context = None
+
+    def run(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
+        return list(self.iter(fn, tasks))
+
+    def iter(self, fn: Callable[[T], R], tasks: Sequence[T], window: int | None = None) -> Iterator[R]:
+        tasks = list(tasks)
+        if self.scheduler is None and (self.jobs == 1 or len(tasks) <= 1):
+            yield from map(fn, tasks)
+        elif self.scheduler is None:
+            if self._pool is None:
+                # spawn: the workers start from a clean process (never a fork of one with threads)
+                # and are this process's children, so its resource usage accounts for their CPU.
+                self._pool = ProcessPoolExecutor(max_workers=self.jobs,
+                                                 mp_context=multiprocessing.get_context("spawn"))
+            yield from _ordered(self._pool.submit, fn, tasks, window or 2 * self.jobs)
+        else:
+            if self._client is None:
+                self._client_context = _dask_client(self.scheduler, self.jobs)
+                self._client = self._client_context.__enter__()
+            client = self._client
+            workers = max(1, sum(client.nthreads().values()))
+            yield from _ordered(lambda f, t: client.submit(f, t, pure=False), fn, tasks, window or 2 * workers)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        if self._client_context is not None:
+            self._client_context.__exit__(None, None, None)
+            self._client = self._client_context = None
+
+
+@contextmanager
+def task_runner(jobs: int | None = 1, scheduler: str | None = None) -> Iterator[TaskRunner]:
+    """A TaskRunner whose pool or cluster connection is closed on leaving the block."""
+    runner = TaskRunner(resolve_jobs(jobs), scheduler)
+    try:
+        yield runner
+    finally:
+        runner.close()
 
 
 def _ordered(submit: Callable[[Callable, Any], Any], fn: Callable, tasks: list, window: int) -> Iterator:
@@ -130,17 +173,6 @@ def _ordered(submit: Callable[[Callable, Any], Any], fn: Callable, tasks: list, 
 
 
 _DONE = object()
-
-
-@contextmanager
-def _process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
-    # spawn: the workers start from a clean process (never a fork of one with threads) and
-    # are this process's children, so its resource usage accounts for their CPU time.
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
-    try:
-        yield pool
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @contextmanager

@@ -60,3 +60,14 @@ def test_memory_sizes():
 def test_chunked_covers_the_range_once():
     assert chunked(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert chunked(0, 4) == [(0, 0)]
+
+
+@pytest.mark.parametrize("where", ["in-process", "processes", "dask"])
+def test_one_runner_serves_several_rounds(where, request):
+    from training.parallel import task_runner
+
+    kwargs = {"in-process": {"jobs": 1}, "processes": {"jobs": 2},
+              "dask": {"scheduler": request.getfixturevalue("dask_cluster") if where == "dask" else None}}[where]
+    with task_runner(**kwargs) as runner:
+        assert runner.run(math.factorial, TASKS) == EXPECTED
+        assert list(runner.iter(math.sqrt, [4.0, 9.0])) == [2.0, 3.0]

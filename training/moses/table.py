@@ -40,7 +40,7 @@ from training.errors import InputError
 from training.features.hashing import combine, finalize, hash_string
 from training.moses.text import MosesTextRenderer, unique_rows
 from training.moses.types import MosesType, label_source
-from training.parallel import DEFAULT_MEMORY, parse_memory, resolve_jobs, run_tasks
+from training.parallel import DEFAULT_MEMORY, parse_memory, resolve_jobs, task_runner
 
 DEFAULT_SMOOTHING = 0.5
 # Source-phrase keys (f tables) live apart from feature keys.
@@ -463,11 +463,11 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
     try:
         np.save(spill / "partition-of-token.npy", _partition_of_first_token(store, partitions))
         name = str(moses_type)
-        examples = run_tasks(_spill_chunk, [_SpillTask(str(store.path), name, c, str(spill))
-                                            for c in range(len(store.meta["chunks"]))],
-                             jobs=jobs, scheduler=scheduler)
-        rows = run_tasks(_render_partition, [_PartitionTask(str(store.path), name, p, smoothing, str(spill))
-                                             for p in range(partitions)], jobs=jobs, scheduler=scheduler)
+        with task_runner(jobs=jobs, scheduler=scheduler) as runner:
+            examples = runner.run(_spill_chunk, [_SpillTask(str(store.path), name, c, str(spill))
+                                                 for c in range(len(store.meta["chunks"]))])
+            rows = runner.run(_render_partition, [_PartitionTask(str(store.path), name, p, smoothing, str(spill))
+                                                  for p in range(partitions)])
         with atomic_writer(out) as raw:
             sink = (gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
                     if out.name.endswith(".gz") else raw)
