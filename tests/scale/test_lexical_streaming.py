@@ -60,3 +60,18 @@ def test_lines_sort_bytewise_as_python_sorts_bytes():
     lines = [b"a b", b"a", b"a\r", b"", b"\xe3\x81\x82 x", b"ab", b"a b", b"Z"]
     blob = np.frombuffer(b"".join(line + b"\n" for line in lines), dtype=np.uint8)
     assert sort_lines(blob).tobytes() == b"".join(line + b"\n" for line in sorted(lines))
+
+
+def test_empty_partitions_and_an_empty_store(store, tmp_path):
+    """More partitions than first words leaves some empty; an empty corpus gives an empty table."""
+    mtype = MosesType.parse(TYPES[1])
+    many = build_table(store, mtype, tmp_path / "many.gz", partitions=len(store.src_vocab) + 50)
+    assert gzip.decompress((tmp_path / "many.gz").read_bytes()) == \
+        gzip.decompress((GOLDEN / f"rt.{TYPES[1]}.gz").read_bytes())
+    assert many.partitions > len(store.src_vocab)
+    for name in ("e.ja", "e.en", "e.align"):
+        (tmp_path / name).write_bytes(b"")
+    build_store_from_files(tmp_path / "e.ja", tmp_path / "e.en", tmp_path / "e.align", parse_models(["wbe-msd"]),
+                           tmp_path / "empty", progress=False)
+    summary = build_table(ExampleStore.open(tmp_path / "empty"), mtype, tmp_path / "rt")
+    assert (summary.examples, summary.rows) == (0, 0) and (tmp_path / "rt").read_bytes() == b""

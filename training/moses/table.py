@@ -175,7 +175,7 @@ def probabilities(counts: np.ndarray, smoothing: float = DEFAULT_SMOOTHING) -> n
     total = scores.sum(axis=2, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = scores / total
-    return p.reshape(counts.shape[0], -1)
+    return p.reshape(counts.shape[0], counts.shape[1] * counts.shape[2])
 
 
 def format_moses_double(value: float) -> str:
