@@ -75,3 +75,15 @@ def test_empty_partitions_and_an_empty_store(store, tmp_path):
                            tmp_path / "empty", progress=False)
     summary = build_table(ExampleStore.open(tmp_path / "empty"), mtype, tmp_path / "rt")
     assert (summary.examples, summary.rows) == (0, 0) and (tmp_path / "rt").read_bytes() == b""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_partition_over_the_budget_is_done_in_merged_runs(store, jobs, tmp_path):
+    """One partition of 65k examples under --memory 64M (~42k examples a task, per job):
+    key-hash runs sorted apart and merged give Moses's table."""
+    mtype = MosesType.parse(TYPES[0])
+    out = tmp_path / f"rt.{TYPES[0]}.gz"
+    assert store.n_examples > (64 << 20) // 8 // 200
+    build_table(store, mtype, out, memory="64M", partitions=1, jobs=jobs)
+    assert gzip.decompress(out.read_bytes()) == gzip.decompress((GOLDEN / out.name).read_bytes())
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]

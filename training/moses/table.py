@@ -24,6 +24,7 @@ It must not extract, train or serve; it reads a store and writes one table.
 from __future__ import annotations
 
 import gzip
+import heapq
 import os
 import shutil
 import tempfile
@@ -348,6 +349,7 @@ class _PartitionTask:
     partition: int
     smoothing: float
     spill_dir: str
+    max_examples: int
 
 
 #: Bytes a partition task holds per example (records, grouping, rendered and sorted text).
@@ -414,30 +416,62 @@ def _spill_chunk(task: _SpillTask) -> int:
     return n
 
 
+def _render_lines(store, mtype: MosesType, records: np.ndarray, smoothing: float) -> tuple[bytes, int]:
+    """Count, smooth, render and sort the table lines of some examples (every example of
+    their pairs); returns the sorted lines and their number."""
+    unique, representative, _, counts = group_pairs(store, records["key"], records["row"],
+                                                    records["label"].astype(np.int64), mtype)
+    rows = records["row"][representative]
+    return table_lines(store, mtype, rows, probabilities(counts, smoothing)), int(unique.size)
+
+
 def _render_partition(task: _PartitionTask) -> int:
-    """Pass 2, one partition: count its pairs, smooth, render and sort its lines into a part file."""
+    """Pass 2, one partition: count its pairs, smooth, render and sort its lines into a part
+    file. A partition larger than max_examples (a frequent first word cannot be split by
+    first words) is done in key-hash runs of at most about that size, each sorted to a
+    file, and the runs merged: memory stays one run's whatever the partition's size."""
     from training.store.examples import ExampleStore
 
     store = ExampleStore.open(task.store)
     mtype = MosesType.parse(task.moses_type)
     spill = Path(task.spill_dir)
     files = sorted(spill.glob(f"p{task.partition:05d}-c*.npy"))
-    records = (np.concatenate([np.load(f) for f in files]) if files
-               else np.empty(0, dtype=_spill_dtype(len(mtype.directions))))
-    unique, representative, _, counts = group_pairs(store, records["key"], records["row"],
-                                                    records["label"].astype(np.int64), mtype)
-    rows = records["row"][representative]
-    del records
-    text = table_lines(store, mtype, rows, probabilities(counts, task.smoothing))
-    with open(spill / f"part-{task.partition:05d}.txt", "wb") as fh:
-        fh.write(text)
+    parts = [np.load(f, mmap_mode="r") for f in files]
+    n = sum(part.shape[0] for part in parts)
+    n_runs = max(1, -(-n // max(task.max_examples, 1)))
+    empty = np.empty(0, dtype=_spill_dtype(len(mtype.directions)))
+    out = spill / f"part-{task.partition:05d}.txt"
+    if n_runs == 1:
+        text, rows = _render_lines(store, mtype, np.concatenate([empty, *parts]), task.smoothing)
+        out.write_bytes(text)
+    else:
+        rows = 0
+        runs = []
+        for r in range(n_runs):
+            # all examples of a pair share a key, so a pair lies in one run
+            chunk = np.concatenate([empty, *(part[(part["key"] >> np.uint64(40)) % np.uint64(n_runs) == r]
+                                             for part in parts)])
+            text, count = _render_lines(store, mtype, chunk, task.smoothing)
+            rows += count
+            runs.append(spill / f"part-{task.partition:05d}.run-{r:05d}")
+            runs[-1].write_bytes(text)
+        handles = [open(run, "rb") for run in runs]
+        try:
+            with open(out, "wb") as fh:
+                fh.writelines(heapq.merge(*handles, key=lambda line: line[:-1]))
+        finally:
+            for h in handles:
+                h.close()
+        for run in runs:
+            run.unlink()
+    del parts
     for f in files:
         f.unlink()
-    return int(unique.size)
+    return rows
 
 
 def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing: float = DEFAULT_SMOOTHING,
-                *, jobs: int | None = 1, scheduler: str | None = None, memory: str | int = DEFAULT_MEMORY,
+                            *, jobs: int | None = 1, scheduler: str | None = None, memory: str | int = DEFAULT_MEMORY,
                 partitions: int | None = None) -> TableSummary:
     """Count, smooth and write one reordering table with bounded memory, as Moses does with
     `sort`: pass 1 spills every example's key to a partition of first source tokens (one
@@ -454,8 +488,9 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
         label_source(store, moses_type, direction)
     _check_token_hashes(store)
     jobs = resolve_jobs(jobs)
+    per_task = max(parse_memory(memory) // (8 * jobs), 1)  # an eighth: peak stays flat well below it
+    max_examples = max(per_task // BYTES_PER_EXAMPLE, 1)
     if partitions is None:
-        per_task = max(parse_memory(memory) // (8 * jobs), 1)  # an eighth: peak stays flat well below it
         needed = -(-store.n_examples * BYTES_PER_EXAMPLE // per_task)
         # one partition per job too, but none under ~250k examples (a worker costs ~2 s to start)
         partitions = max(1, needed, min(jobs, store.n_examples // PARTITION_MIN_EXAMPLES))
@@ -466,8 +501,8 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
         with task_runner(jobs=jobs, scheduler=scheduler) as runner:
             examples = runner.run(_spill_chunk, [_SpillTask(str(store.path), name, c, str(spill))
                                                  for c in range(len(store.meta["chunks"]))])
-            rows = runner.run(_render_partition, [_PartitionTask(str(store.path), name, p, smoothing, str(spill))
-                                                  for p in range(partitions)])
+            rows = runner.run(_render_partition, [_PartitionTask(str(store.path), name, p, smoothing, str(spill),
+                                                                 max_examples) for p in range(partitions)])
         with atomic_writer(out) as raw:
             sink = (gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
                     if out.name.endswith(".gz") else raw)
