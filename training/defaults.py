@@ -19,6 +19,9 @@ from training.moses.megam import DEFAULT_LAMBDA as MEGAM_LAMBDA  # noqa: F401  (
 from training.moses.megam import DEFAULT_MAXI as MEGAM_MAXI  # noqa: F401
 from training.moses.table import DEFAULT_SMOOTHING as SMOOTHING  # noqa: F401
 from training.store.build import DEFAULT_CHUNK_EXAMPLES as CHUNK_EXAMPLES  # noqa: F401
+from training.parallel import DEFAULT_MEMORY as MEMORY  # noqa: F401
+
+JOBS = 0                                     # sharded stages: 0 = every available core
 
 EMBEDDED_CORPUS = Path(__file__).resolve().parent / "data" / "tanaka-3k"
 SRC_LANG, TGT_LANG = "ja", "en"

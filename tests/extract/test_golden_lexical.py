@@ -39,10 +39,10 @@ def test_every_golden_table_is_found():
 def test_table_matches_moses(golden: Path, store_all, tmp_path):
     moses_type = MosesType.parse(golden.name[len("rt."):-len(".gz")])
     out = tmp_path / golden.name
-    counts = build_table(store_all, moses_type, out)
+    summary = build_table(store_all, moses_type, out)
     ours = gzip.decompress(out.read_bytes())
     theirs = gzip.decompress(golden.read_bytes())
-    assert counts.keys.size == 51625
+    assert summary.rows == 51625 and summary.examples == store_all.n_examples
     assert ours == theirs
 
 
@@ -61,10 +61,11 @@ def test_counts_cover_every_example_once(store_all):
 def test_f_table_is_keyed_by_source_phrase(store_all, tmp_path):
     """Moses writes f tables without keys (its bug); ours carry `f |||` and sum to the fe counts."""
     out = tmp_path / "rt.f"
-    f_counts = build_table(store_all, MosesType.parse("wbe-msd-bidirectional-f"), out)
+    f_summary = build_table(store_all, MosesType.parse("wbe-msd-bidirectional-f"), out)
+    f_counts = count_pairs(store_all, MosesType.parse("wbe-msd-bidirectional-f"))
     fe_counts = count_pairs(store_all, MosesType.parse("wbe-msd-bidirectional-fe"))
     lines = out.read_bytes().decode().splitlines()
-    assert len(lines) == f_counts.keys.size < fe_counts.keys.size
+    assert len(lines) == f_summary.rows == f_counts.keys.size < fe_counts.keys.size
     assert all(line.count(" ||| ") == 1 and len(line.split(" ||| ")[1].split()) == 6 for line in lines)
     assert f_counts.counts.sum() == fe_counts.counts.sum() == 2 * store_all.n_examples
 

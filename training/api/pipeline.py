@@ -39,33 +39,28 @@ class CorpusFiles:
         return files
 
 
-    def read(self):
-        """The validated corpus (training.corpus.reading): InputError naming file and line."""
-        from training.corpus.reading import read_corpus
-
-        return read_corpus(self.src, self.tgt, self.align)
-
-
-def ensure_store(corpus, store_dir: Path, extract_model: str, max_phrase_length: int,
+def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_phrase_length: int,
                  log: Callable[[str], None], progress: bool = False) -> None:
-    """Build the store of a read corpus (CorpusFiles.read), or reuse it if it holds this
-    corpus, these settings and the labels."""
+    """Build the store, or reuse it if it holds this corpus, these settings and the labels."""
+    from training.corpus.reading import plan_corpus
     from training.moses.extract import parse_models
-    from training.store.build import build_store
+    from training.store.build import build_store_from_files
     from training.store.examples import ExampleStore
 
+    plan = plan_corpus(files.src, files.tgt, files.align)
     if (store_dir / "store.json").is_file():
         store = ExampleStore.open(store_dir)
-        same_corpus = (store.meta.get("corpus") or {}).get("sha256") == corpus.fingerprint["sha256"]
+        same_corpus = (store.meta.get("corpus") or {}).get("sha256") == plan.fingerprint["sha256"]
         same_length = (store.meta.get("settings") or {}).get("max_phrase_length") == max_phrase_length
         if same_corpus and same_length and extract_model in store.models:
             log(f"reusing the example store {store_dir} (same corpus and settings)")
             return
         raise InputError("holds an example store of another corpus or other settings; "
                          "choose another --out or remove it", store_dir)
-    log(f"extracting {corpus.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
-    build_store(corpus, parse_models([extract_model]), store_dir, max_phrase_length=max_phrase_length,
-                progress=progress)
+    log(f"extracting {plan.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
+    build_store_from_files(files.src, files.tgt, files.align, parse_models([extract_model]), store_dir,
+                           max_phrase_length=max_phrase_length, progress=progress,
+                           jobs=defaults.JOBS)
 
 
 def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defaults.PIPELINE_OUT), *,
@@ -86,8 +81,9 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     from training.moses.types import MosesType
     from training.store.examples import ExampleStore
 
-    # Everything that can refuse the input is checked before --out is created, so a
-    # refused run leaves nothing behind.
+    # Everything that can refuse the input is checked before --out is created, or (the
+    # corpus, read as it streams into the store) before anything else is written, and a
+    # refused run removes the --out it created: it leaves nothing behind.
     started = datetime.now(timezone.utc)
     mtype = MosesType.parse(moses_type)
     if families is None:
@@ -98,14 +94,20 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
         get_family(family)  # InputError listing the known ones
     FeatureSpec.parse(features)
     name = name or corpus.resolve().name
-    parsed = CorpusFiles.locate(corpus, src_lang, tgt_lang).read()
-    out.mkdir(parents=True, exist_ok=True)
+    files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
+    created = not out.exists()
     store_dir = out / "store"
-    ensure_store(parsed, store_dir, mtype.extract_model, max_phrase_length, log, progress)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        ensure_store(files, store_dir, mtype.extract_model, max_phrase_length, log, progress)
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
 
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
-    build_table(ExampleStore.open(store_dir), mtype, table)
+    build_table(ExampleStore.open(store_dir), mtype, table, jobs=defaults.JOBS)
 
     runs = out / "runs"
     rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],
@@ -181,9 +183,9 @@ def run_corpus_experiment(corpus: Path, work: Path, *, families: list[str], feat
 
     mtype = MosesType.parse(moses_type)
     store = work / "store"
-    parsed = CorpusFiles.locate(corpus, src_lang, tgt_lang).read()
+    files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
     work.mkdir(parents=True, exist_ok=True)
-    ensure_store(parsed, store, mtype.extract_model, defaults.MAX_PHRASE_LENGTH, log)
+    ensure_store(files, store, mtype.extract_model, defaults.MAX_PHRASE_LENGTH, log)
     return run_experiment(store, work / "models", families=families, feature_sets=feature_sets,
                           moses_type=moses_type, threshold=threshold, heldout_fraction=heldout_fraction,
                           params=params, log=log)

@@ -10,6 +10,7 @@ import sys
 import time
 
 from training import defaults
+from training.commands.argtypes import add_parallel_arguments
 
 
 def _smoothing(text: str) -> float:
@@ -29,10 +30,11 @@ def run(args: argparse.Namespace) -> int:
     from training.api import lexical_table
 
     started = time.perf_counter()
-    counts = lexical_table(args.store, args.moses_type, args.out, smoothing=args.smoothing)
+    summary = lexical_table(args.store, args.moses_type, args.out, smoothing=args.smoothing, jobs=args.jobs,
+                            scheduler=args.scheduler, memory=args.memory)
     if not args.quiet:
-        mtype = counts.moses_type
-        print(f"lexical: {counts.pair_of_example.size} examples -> {counts.keys.size} rows of {mtype} "
+        mtype = summary.moses_type
+        print(f"lexical: {summary.examples} examples -> {summary.rows} rows of {mtype} "
               f"({', '.join(mtype.outputs)}); {time.perf_counter() - started:.1f} s; table {args.out}",
               file=sys.stderr)
     return 0
@@ -51,5 +53,6 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, help="table file to write (atomically); .gz compresses")
     p.add_argument("--smoothing", type=_smoothing, default=defaults.SMOOTHING,
                    help="constant added to every class count (Moses's default %(default)s)")
+    add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=run)

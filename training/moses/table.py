@@ -24,7 +24,10 @@ It must not extract, train or serve; it reads a store and writes one table.
 from __future__ import annotations
 
 import gzip
+import heapq
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +40,8 @@ from training.features.batch import PairBatch
 from training.errors import InputError
 from training.features.hashing import combine, finalize, hash_string
 from training.moses.text import MosesTextRenderer, unique_rows
-from training.moses.types import MosesType, class_labels
+from training.moses.types import MosesType, label_source
+from training.parallel import DEFAULT_MEMORY, parse_memory, resolve_jobs, task_runner
 
 DEFAULT_SMOOTHING = 0.5
 # Source-phrase keys (f tables) live apart from feature keys.
@@ -111,32 +115,57 @@ class PairCounts:
     counts: np.ndarray           # float64 [U, n_directions, n_classes]
 
 
-def count_pairs(store, moses_type: MosesType) -> PairCounts:
-    """Count the type's orientation classes per phrase pair and direction, vectorized."""
-    with_target = moses_type.language == "fe"
+def _check_token_hashes(store) -> None:
     for vocab, hashes in ((store.src_vocab, store.src_hashes), (store.tgt_vocab, store.tgt_hashes)):
         if np.unique(hashes).size != len(vocab):
             raise InputError("two vocabulary entries share a 64-bit token hash; cannot key phrases",
                              store.path)
-    keys = np.empty(store.n_examples, dtype=np.uint64)
-    for chunk in store.iter_chunks():
-        keys[chunk.examples] = pair_keys(chunk.batch, with_target)
-    rows = store.example_rows()
-    s = store.sentences
+
+
+def group_pairs(store, keys: np.ndarray, rows: np.ndarray, labels: np.ndarray, moses_type: MosesType
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Examples (in store order) -> (sorted unique keys, index of each key's first example,
+    example -> key index, counts float64 [U, D, K]); `labels` int8 [n, D] in the type's
+    classes. Refuses a 64-bit key collision (two different phrases under one key)."""
+    with_target = moses_type.language == "fe"
     unique, representative, inverse = np.unique(keys, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1).astype(np.int64)
+    s = store.sentences
     bad = _first_mismatch(rows, representative[inverse].astype(np.int64), s["src_ids"], s["src_offsets"],
                           s["tgt_ids"], s["tgt_offsets"], with_target)
     if bad >= 0:
-        raise InputError(f"64-bit phrase key collision at example {bad}; cannot build the table",
+        raise InputError(f"64-bit phrase key collision at sentence {rows[bad, 0]}; cannot build the table",
                          store.path)
     n_classes = len(moses_type.classes)
     counts = np.empty((unique.size, len(moses_type.directions), n_classes), dtype=np.float64)
-    for d, direction in enumerate(moses_type.directions):
-        labels = class_labels(store, moses_type, direction).astype(np.int64)
-        counts[:, d, :] = np.bincount(inverse * n_classes + labels,
+    for d in range(len(moses_type.directions)):
+        counts[:, d, :] = np.bincount(inverse * n_classes + labels[:, d],
                                       minlength=unique.size * n_classes).reshape(unique.size, n_classes)
-    return PairCounts(moses_type, unique, representative.astype(np.int64), inverse, counts)
+    return unique, representative.astype(np.int64), inverse, counts
+
+
+def chunk_labels(store, moses_type: MosesType, chunk_labels_array: np.ndarray) -> np.ndarray:
+    """A chunk's labels [n, D] in the type's class coding, one column per direction."""
+    out = np.empty((chunk_labels_array.shape[0], len(moses_type.directions)), dtype=np.int64)
+    for d, direction in enumerate(moses_type.directions):
+        column, fold = label_source(store, moses_type, direction)
+        labels = chunk_labels_array[:, column]
+        out[:, d] = labels if fold is None else fold[labels]
+    return out
+
+
+def count_pairs(store, moses_type: MosesType) -> PairCounts:
+    """Count the type's orientation classes per phrase pair and direction, in memory (the
+    whole store's keys at once; build_table streams instead)."""
+    _check_token_hashes(store)
+    with_target = moses_type.language == "fe"
+    keys = np.empty(store.n_examples, dtype=np.uint64)
+    labels = np.empty((store.n_examples, len(moses_type.directions)), dtype=np.int64)
+    for chunk in store.iter_chunks():
+        keys[chunk.examples] = pair_keys(chunk.batch, with_target)
+        labels[chunk.examples] = chunk_labels(store, moses_type, chunk.labels)
+    unique, representative, inverse, counts = group_pairs(store, keys, store.example_rows(), labels, moses_type)
+    return PairCounts(moses_type, unique, representative, inverse, counts)
 
 
 def probabilities(counts: np.ndarray, smoothing: float = DEFAULT_SMOOTHING) -> np.ndarray:
@@ -147,7 +176,7 @@ def probabilities(counts: np.ndarray, smoothing: float = DEFAULT_SMOOTHING) -> n
     total = scores.sum(axis=2, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = scores / total
-    return p.reshape(counts.shape[0], -1)
+    return p.reshape(counts.shape[0], counts.shape[1] * counts.shape[2])
 
 
 def format_moses_double(value: float) -> str:
@@ -155,36 +184,333 @@ def format_moses_double(value: float) -> str:
     return "%g" % value
 
 
-def table_bytes(store, pair_counts: PairCounts, probs: np.ndarray) -> bytes:
-    """Moses's reordering-table text, rows sorted bytewise (Moses's own row order)."""
+@nb.njit(nogil=True, cache=True, inline="always")
+def _line_less(blob, a0, a1, b0, b1):
+    """bytes blob[a0:a1] < blob[b0:b1], as Python compares bytes."""
+    for k in range(min(a1 - a0, b1 - b0)):
+        x = blob[a0 + k]
+        y = blob[b0 + k]
+        if x != y:
+            return x < y
+    return a1 - a0 < b1 - b0
+
+
+@nb.njit(nogil=True, cache=True)
+def _line_starts(blob):
+    n = 0
+    for b in blob:
+        if b == 10:
+            n += 1
+    starts = np.empty(n + 1, dtype=np.int64)
+    starts[0] = 0
+    k = 0
+    for i in range(blob.shape[0]):
+        if blob[i] == 10:
+            k += 1
+            starts[k] = i + 1
+    return starts
+
+
+@nb.njit(nogil=True, cache=True)
+def _prefix_words(blob, starts, n_words):
+    """[n_words, lines] uint64: each line's first 8*n_words bytes, big-endian, zero-padded;
+    a smaller word tuple means a bytewise smaller line (ties need the full compare)."""
+    n = starts.shape[0] - 1
+    words = np.zeros((n_words, n), dtype=np.uint64)
+    for i in range(n):
+        end = starts[i + 1] - 1
+        for w in range(n_words):
+            value = np.uint64(0)
+            for k in range(8):
+                p = starts[i] + 8 * w + k
+                value = (value << np.uint64(8)) | np.uint64(blob[p] if p < end else 0)
+            words[w, i] = value
+    return words
+
+
+@nb.njit(nogil=True, cache=True)
+def _merge_sort(blob, starts, order, lo, hi, tmp):
+    """Stable bottom-up merge sort of order[lo:hi] (line ids) by the lines' bytes."""
+    n = hi - lo
+    width = 1
+    src = order[lo:hi]
+    dst = tmp[lo:hi]
+    while width < n:
+        for left in range(0, n, 2 * width):
+            mid = min(left + width, n)
+            right = min(left + 2 * width, n)
+            i, j, t = left, mid, left
+            while i < mid and j < right:
+                a, b = src[i], src[j]
+                if _line_less(blob, starts[b], starts[b + 1] - 1, starts[a], starts[a + 1] - 1):
+                    dst[t] = b
+                    j += 1
+                else:
+                    dst[t] = a
+                    i += 1
+                t += 1
+            while i < mid:
+                dst[t] = src[i]
+                i += 1
+                t += 1
+            while j < right:
+                dst[t] = src[j]
+                j += 1
+                t += 1
+        src, dst = dst, src
+        width *= 2
+    order[lo:hi] = src
+
+
+@nb.njit(nogil=True, cache=True)
+def _sort_ties(blob, starts, words, order):
+    """order is sorted by prefix words; sort each run of equal words by the full lines."""
+    n = order.shape[0]
+    tmp = np.empty(n, dtype=np.int64)
+    lo = 0
+    while lo < n:
+        hi = lo + 1
+        while hi < n:
+            same = True
+            for w in range(words.shape[0]):
+                if words[w, order[hi]] != words[w, order[lo]]:
+                    same = False
+                    break
+            if not same:
+                break
+            hi += 1
+        if hi - lo > 1:
+            _merge_sort(blob, starts, order, lo, hi, tmp)
+        lo = hi
+
+
+@nb.njit(nogil=True, cache=True)
+def _gather_lines(blob, starts, order):
+    out = np.empty_like(blob)
+    pos = 0
+    for r in range(order.shape[0]):
+        line = order[r]
+        for q in range(starts[line], starts[line + 1]):
+            out[pos] = blob[q]
+            pos += 1
+    return out
+
+
+def sort_lines(blob: np.ndarray) -> np.ndarray:
+    """The '\\n'-terminated lines of a byte array, sorted bytewise as Python sorts bytes:
+    a lexsort of 24-byte prefixes, then a merge sort of each run of equal prefixes (no
+    Python object per line)."""
+    starts = _line_starts(blob)
+    words = _prefix_words(blob, starts, 3)
+    order = np.lexsort(words[::-1]).astype(np.int64)
+    _sort_ties(blob, starts, words, order)
+    return _gather_lines(blob, starts, order)
+
+
+def table_lines(store, moses_type: MosesType, keys_first_rows: np.ndarray, probs: np.ndarray,
+                renderer: MosesTextRenderer | None = None) -> bytes:
+    """Moses's reordering-table lines for pairs given by one example's row each, sorted bytewise."""
     if probs.shape[0] == 0:
         return b""
     combos, tail_index = unique_rows(probs)
     tails = [" ".join(format_moses_double(v) for v in row) for row in combos.tolist()]
-    rows = store.example_rows()[pair_counts.representative]
-    renderer = MosesTextRenderer(store.corpus_view())
-    text = renderer.tailed_lines(rows, tails, tail_index, with_target=pair_counts.moses_type.language == "fe")
-    lines = text.split(b"\n")[:-1]
-    lines.sort()
-    return b"\n".join(lines) + b"\n"
+    renderer = renderer or MosesTextRenderer(store.corpus_view())
+    text = renderer.tailed_lines(keys_first_rows, tails, tail_index, with_target=moses_type.language == "fe")
+    return sort_lines(np.frombuffer(text, dtype=np.uint8)).tobytes()
 
 
-def write_table_file(path: str | os.PathLike, data: bytes) -> None:
-    """Write atomically (training.atomic), gzip-compressed when the name ends in .gz."""
-    path = Path(path)
-    if not (path.parent if str(path.parent) else Path(".")).is_dir():
-        raise InputError("directory does not exist", path.parent)
-    with atomic_writer(path) as raw:
-        if path.name.endswith(".gz"):
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz:
-                gz.write(data)
-        else:
-            raw.write(data)
+def table_bytes(store, pair_counts: PairCounts, probs: np.ndarray) -> bytes:
+    """Moses's reordering-table text of in-memory counts, rows sorted bytewise (Moses's own order)."""
+    return table_lines(store, pair_counts.moses_type, store.example_rows()[pair_counts.representative], probs)
 
 
-def build_table(store, moses_type: MosesType, out: str | os.PathLike,
-                smoothing: float = DEFAULT_SMOOTHING) -> PairCounts:
-    """Count, smooth and write one reordering table; returns the counts."""
-    pair_counts = count_pairs(store, moses_type)
-    write_table_file(out, table_bytes(store, pair_counts, probabilities(pair_counts.counts, smoothing)))
-    return pair_counts
+@dataclass(frozen=True)
+class TableSummary:
+    """What build_table wrote: examples counted, table rows, partitions used."""
+
+    moses_type: MosesType
+    examples: int
+    rows: int
+    partitions: int
+
+
+@dataclass(frozen=True)
+class _SpillTask:
+    store: str
+    moses_type: str
+    chunk: int
+    spill_dir: str
+
+
+@dataclass(frozen=True)
+class _PartitionTask:
+    store: str
+    moses_type: str
+    partition: int
+    smoothing: float
+    spill_dir: str
+    max_examples: int
+
+
+#: Bytes a partition task holds per example (records, grouping, rendered and sorted text).
+BYTES_PER_EXAMPLE = 200
+PARTITION_MIN_EXAMPLES = 250_000
+
+
+def _spill_dtype(n_directions: int) -> np.dtype:
+    return np.dtype([("key", "<u8"), ("row", "<i4", (5,)), ("label", "i1", (n_directions,))])
+
+
+def _partition_of_first_token(store, partitions: int) -> np.ndarray:
+    """int32 [source vocab]: the partition of phrases starting with each token.
+
+    Partitions are ranges of first tokens in the byte order of `token + ' '`: a table line
+    starts with its source phrase, so the lines of partition p all sort before those of
+    p+1 and the table is the partitions' sorted lines one after the other. Ranges are cut
+    at equal shares of the tokens' corpus frequency (a proxy of their phrase counts)."""
+    vocab = store.src_vocab
+    src_ids = store.sentences["src_ids"]
+    weight = np.zeros(len(vocab), dtype=np.int64)
+    for first in range(0, src_ids.shape[0], 1 << 24):
+        weight += np.bincount(src_ids[first:first + (1 << 24)], minlength=len(vocab))
+    rank_order = sorted(range(len(vocab)), key=lambda i: vocab[i].encode("utf-8") + b" ")
+    cumulative = np.cumsum(weight[rank_order]) - weight[rank_order]
+    part_in_rank = np.minimum(cumulative * partitions // max(int(weight.sum()), 1), partitions - 1)
+    out = np.empty(len(vocab), dtype=np.int32)
+    out[rank_order] = part_in_rank
+    return out
+
+
+#: Examples keyed at a time in the spill pass (bounds its PairBatch).
+SPILL_SLICE = 1 << 18
+
+
+def _spill_chunk(task: _SpillTask) -> int:
+    """Pass 1, one store chunk: each example's (pair key, row, labels) into its partition's
+    file, a slice of the chunk at a time."""
+    from training.store.examples import ExampleStore
+
+    store = ExampleStore.open(task.store)
+    mtype = MosesType.parse(task.moses_type)
+    spill = Path(task.spill_dir)
+    part_of_token = np.load(spill / "partition-of-token.npy")
+    arrays = store.chunk_arrays(task.chunk)
+    n = int(arrays["meta"]["examples"])
+    s = store.sentences
+    records = np.empty(n, dtype=_spill_dtype(len(mtype.directions)))
+    for lo in range(0, n, SPILL_SLICE):
+        part = {name: np.ascontiguousarray(arrays[name][lo:lo + SPILL_SLICE])
+                for name in ("sentence", "src_start", "src_end", "tgt_start", "tgt_end", "labels")}
+        rows = [part[name] for name in ("sentence", "src_start", "src_end", "tgt_start", "tgt_end")]
+        out = records[lo:lo + SPILL_SLICE]
+        out["key"] = pair_keys(store.batch(*rows), mtype.language == "fe")
+        out["row"] = np.stack(rows, axis=1)
+        out["label"] = chunk_labels(store, mtype, part["labels"])
+    first_token = s["src_ids"][s["src_offsets"][arrays["sentence"]] + arrays["src_start"]]
+    partition = part_of_token[first_token]
+    order = np.argsort(partition, kind="stable")
+    bounds = np.searchsorted(partition[order], np.arange(int(part_of_token.max(initial=0)) + 2))
+    for p in range(bounds.size - 1):
+        if bounds[p + 1] > bounds[p]:
+            np.save(spill / f"p{p:05d}-c{task.chunk:05d}.npy", records[order[bounds[p]:bounds[p + 1]]])
+    return n
+
+
+def _render_lines(store, mtype: MosesType, records: np.ndarray, smoothing: float) -> tuple[bytes, int]:
+    """Count, smooth, render and sort the table lines of some examples (every example of
+    their pairs); returns the sorted lines and their number."""
+    unique, representative, _, counts = group_pairs(store, records["key"], records["row"],
+                                                    records["label"].astype(np.int64), mtype)
+    rows = records["row"][representative]
+    return table_lines(store, mtype, rows, probabilities(counts, smoothing)), int(unique.size)
+
+
+def _render_partition(task: _PartitionTask) -> int:
+    """Pass 2, one partition: count its pairs, smooth, render and sort its lines into a part
+    file. A partition larger than max_examples (a frequent first word cannot be split by
+    first words) is done in key-hash runs of at most about that size, each sorted to a
+    file, and the runs merged: memory stays one run's whatever the partition's size."""
+    from training.store.examples import ExampleStore
+
+    store = ExampleStore.open(task.store)
+    mtype = MosesType.parse(task.moses_type)
+    spill = Path(task.spill_dir)
+    files = sorted(spill.glob(f"p{task.partition:05d}-c*.npy"))
+    parts = [np.load(f, mmap_mode="r") for f in files]
+    n = sum(part.shape[0] for part in parts)
+    n_runs = max(1, -(-n // max(task.max_examples, 1)))
+    empty = np.empty(0, dtype=_spill_dtype(len(mtype.directions)))
+    out = spill / f"part-{task.partition:05d}.txt"
+    if n_runs == 1:
+        text, rows = _render_lines(store, mtype, np.concatenate([empty, *parts]), task.smoothing)
+        out.write_bytes(text)
+    else:
+        rows = 0
+        runs = []
+        for r in range(n_runs):
+            # all examples of a pair share a key, so a pair lies in one run
+            chunk = np.concatenate([empty, *(part[(part["key"] >> np.uint64(40)) % np.uint64(n_runs) == r]
+                                             for part in parts)])
+            text, count = _render_lines(store, mtype, chunk, task.smoothing)
+            rows += count
+            runs.append(spill / f"part-{task.partition:05d}.run-{r:05d}")
+            runs[-1].write_bytes(text)
+        handles = [open(run, "rb") for run in runs]
+        try:
+            with open(out, "wb") as fh:
+                fh.writelines(heapq.merge(*handles, key=lambda line: line[:-1]))
+        finally:
+            for h in handles:
+                h.close()
+        for run in runs:
+            run.unlink()
+    del parts
+    for f in files:
+        f.unlink()
+    return rows
+
+
+def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing: float = DEFAULT_SMOOTHING,
+                            *, jobs: int | None = 1, scheduler: str | None = None, memory: str | int = DEFAULT_MEMORY,
+                partitions: int | None = None) -> TableSummary:
+    """Count, smooth and write one reordering table with bounded memory, as Moses does with
+    `sort`: pass 1 spills every example's key to a partition of first source tokens (one
+    task per store chunk), pass 2 counts and renders each partition (one task each), and
+    the partitions' sorted lines are written one after the other. Byte-identical to the
+    in-memory count_pairs + table_bytes for any jobs, scheduler and partition count.
+    Spill files live beside `out` (on a cluster: a directory every worker sees)."""
+    if not smoothing >= 0:
+        raise InputError(f"--smoothing must be a non-negative number, got {smoothing}")
+    out = Path(out)
+    if not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise InputError("directory does not exist", out.parent)
+    for direction in moses_type.directions:
+        label_source(store, moses_type, direction)
+    _check_token_hashes(store)
+    jobs = resolve_jobs(jobs)
+    per_task = max(parse_memory(memory) // (8 * jobs), 1)  # an eighth: peak stays flat well below it
+    max_examples = max(per_task // BYTES_PER_EXAMPLE, 1)
+    if partitions is None:
+        needed = -(-store.n_examples * BYTES_PER_EXAMPLE // per_task)
+        # one partition per job too, but none under ~250k examples (a worker costs ~2 s to start)
+        partitions = max(1, needed, min(jobs, store.n_examples // PARTITION_MIN_EXAMPLES))
+    spill = Path(tempfile.mkdtemp(prefix=f".{out.name}.spill-", dir=out.parent if str(out.parent) else "."))
+    try:
+        np.save(spill / "partition-of-token.npy", _partition_of_first_token(store, partitions))
+        name = str(moses_type)
+        with task_runner(jobs=jobs, scheduler=scheduler) as runner:
+            examples = runner.run(_spill_chunk, [_SpillTask(str(store.path), name, c, str(spill))
+                                                 for c in range(len(store.meta["chunks"]))])
+            rows = runner.run(_render_partition, [_PartitionTask(str(store.path), name, p, smoothing, str(spill),
+                                                                 max_examples) for p in range(partitions)])
+        with atomic_writer(out) as raw:
+            sink = (gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
+                    if out.name.endswith(".gz") else raw)
+            for p in range(partitions):
+                with open(spill / f"part-{p:05d}.txt", "rb") as fh:
+                    shutil.copyfileobj(fh, sink, 1 << 22)
+            if sink is not raw:
+                sink.close()
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+    return TableSummary(moses_type, int(sum(examples)), int(sum(rows)), partitions)

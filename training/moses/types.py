@@ -113,20 +113,25 @@ _FOLDS: dict[tuple[str, str], tuple[int, ...] | None] = {
 }
 
 
-def class_labels(store, moses_type: MosesType, direction: str):
-    """One direction's labels of every store example in the type's class coding (int8).
-
-    Uses the type's own extraction column, or folds a richer one of the same kind
-    (mslr -> msd, msd/mslr -> monotonicity); InputError naming the store if it has neither.
-    """
+def label_source(store, moses_type: MosesType, direction: str):
+    """(store label column index, fold or None) giving one direction's labels of `moses_type`:
+    the type's own extraction column, or a richer one of the same kind folded (mslr -> msd,
+    msd/mslr -> monotonicity); InputError naming the store if it has neither. A chunk's
+    labels are then `fold[chunk.labels[:, column]]`."""
     import numpy as np
 
     suffix = STORE_DIRECTION[direction]
     for (extracted, orientation), fold in _FOLDS.items():
         column = f"{moses_type.kind}-{extracted}/{suffix}"
         if orientation == moses_type.orientation and column in store.label_columns:
-            labels = store.load_labels(column)
-            return labels if fold is None else np.asarray(fold, dtype=np.int8)[labels]
+            return store.column_index(column), None if fold is None else np.asarray(fold, dtype=np.int8)
     raise InputError(f"store has no labels for {moses_type} (needs column "
                      f"{moses_type.extract_model}/{suffix}; it has {', '.join(store.label_columns)}); "
                      f"extract with --model {moses_type.extract_model}", store.path)
+
+
+def class_labels(store, moses_type: MosesType, direction: str):
+    """One direction's labels of every store example in the type's class coding (int8)."""
+    column, fold = label_source(store, moses_type, direction)
+    labels = store.load_labels(list(store.label_columns)[column])
+    return labels if fold is None else fold[labels]

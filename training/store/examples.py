@@ -85,13 +85,14 @@ class StoreWriter:
     def path(self, name: str) -> Path:
         return self.tmp / name
 
-    def write_corpus(self, corpus) -> None:
-        for side, vocab in (("src", corpus.src_vocab), ("tgt", corpus.tgt_vocab)):
-            _write_text(self.tmp / f"vocab.{side}.txt", "".join(t + "\n" for t in vocab))
-        sentences = self.tmp / "sentences"
-        sentences.mkdir()
-        for name in SENTENCE_ARRAYS:
-            _save(sentences / f"{name}.npy", getattr(corpus, name))
+    def write_vocab(self, src_vocab: list[str], tgt_vocab: list[str]) -> None:
+        """vocab.{src,tgt}.txt; the sentence arrays are appended under path("sentences") by the builder."""
+        for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
+            with open(self.tmp / f"vocab.{side}.txt", "w", encoding="utf-8", newline="\n") as fh:
+                for first in range(0, len(vocab), 65536):
+                    fh.write("".join(t + "\n" for t in vocab[first:first + 65536]))
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def add_chunk(self, rows: np.ndarray, labels: np.ndarray) -> None:
         """rows = (sentence, src_start, src_end, tgt_start, tgt_end) as from training.moses.extract."""
@@ -296,13 +297,21 @@ class ExampleStore:
             out[first:first + chunk["examples"]] = self._chunk_array(chunk, "sentence")
         return out
 
-    def iter_chunks(self, sentence_mask: np.ndarray | None = None) -> Iterator[StoreChunk]:
-        """Chunks in order; with a bool mask over sentences only their examples (empty chunks skipped)."""
+    def chunk_arrays(self, k: int) -> dict[str, np.ndarray]:
+        """Chunk k's arrays (CHUNK_ARRAYS, memory-mapped) and its metadata entry under "meta"."""
+        chunk = self.meta["chunks"][k]
+        return {"meta": chunk, **{name: self._chunk_array(chunk, name) for name in CHUNK_ARRAYS}}
+
+    def iter_chunks(self, sentence_mask: np.ndarray | None = None,
+                    chunks: range | None = None) -> Iterator[StoreChunk]:
+        """Chunks in order (only those numbered in `chunks` if given); with a bool mask over
+        sentences only their examples (empty chunks skipped)."""
         if sentence_mask is not None:
             sentence_mask = np.asarray(sentence_mask, dtype=bool)
             if sentence_mask.shape != (self.n_sentences,):
                 raise InputError(f"sentence_mask must have shape ({self.n_sentences},), got {sentence_mask.shape}")
-        for chunk in self.meta["chunks"]:
+        all_chunks = self.meta["chunks"]
+        for chunk in (all_chunks if chunks is None else [all_chunks[k] for k in chunks]):
             arrays = {name: self._chunk_array(chunk, name) for name in CHUNK_ARRAYS}
             examples = np.arange(chunk["first_example"], chunk["first_example"] + chunk["examples"])
             if sentence_mask is not None:
