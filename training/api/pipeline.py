@@ -95,14 +95,14 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     FeatureSpec.parse(features)
     name = name or corpus.resolve().name
     files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
-    created = not out.exists()
+    created = next((d for d in reversed([out, *out.parents]) if not d.exists()), None)  # topmost new dir
     store_dir = out / "store"
     try:
         out.mkdir(parents=True, exist_ok=True)
         ensure_store(files, store_dir, mtype.extract_model, max_phrase_length, log, progress)
     except BaseException:
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
         raise
 
     table = out / f"reordering-table.{mtype}.gz"
