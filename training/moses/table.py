@@ -436,15 +436,15 @@ def _render_partition(task: _PartitionTask) -> int:
     mtype = MosesType.parse(task.moses_type)
     spill = Path(task.spill_dir)
     files = sorted(spill.glob(f"p{task.partition:05d}-c*.npy"))
-    parts = [np.load(f, mmap_mode="r") for f in files]
-    n = sum(part.shape[0] for part in parts)
+    n = sum(np.load(f, mmap_mode="r").shape[0] for f in files)
     n_runs = max(1, -(-n // max(task.max_examples, 1)))
     empty = np.empty(0, dtype=_spill_dtype(len(mtype.directions)))
     out = spill / f"part-{task.partition:05d}.txt"
     if n_runs == 1:
-        text, rows = _render_lines(store, mtype, np.concatenate([empty, *parts]), task.smoothing)
+        text, rows = _render_lines(store, mtype, np.concatenate([empty, *map(np.load, files)]), task.smoothing)
         out.write_bytes(text)
     else:
+        parts = [np.load(f, mmap_mode="r") for f in files]
         rows = 0
         runs = []
         for r in range(n_runs):
@@ -464,7 +464,7 @@ def _render_partition(task: _PartitionTask) -> int:
                 h.close()
         for run in runs:
             run.unlink()
-    del parts
+        del parts
     for f in files:
         f.unlink()
     return rows
