@@ -50,3 +50,13 @@ def slice_2k(ja_en_dir: Path, tmp_path_factory) -> dict[str, Path]:
     source=ja (Moses's F), target=en (E)."""
     paths = write_corpus_slice(ja_en_dir, GOLDEN_LINES, tmp_path_factory.mktemp("ja-en-2k"))
     return {"src": paths["ja"], "tgt": paths["en"], "align": paths["align"]}
+
+
+@pytest.fixture(scope="session")
+def dask_cluster() -> str:
+    """Address of a 2-worker Dask LocalCluster on 127.0.0.1 (single-threaded worker processes)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        yield cluster.scheduler_address

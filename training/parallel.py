@@ -1,0 +1,166 @@
+"""The task runner of the sharded offline stages: in-process, local processes, or Dask.
+
+A stage cuts its work into independent tasks (a sentence range to extract, a hash
+partition of table counts, a slice of rows to map ...), writes one module-level function
+`fn(task) -> result`, and calls
+
+    run_tasks(fn, tasks, jobs=..., scheduler=...)   -> [fn(t) for t in tasks]
+    iter_tasks(fn, tasks, jobs=..., scheduler=...)  -> the same, lazily, in task order
+
+Whatever the path the results are the same and come back in task order, so a stage's
+output is byte-identical for any `jobs` and on any cluster:
+
+- jobs=1 (and no scheduler): in this process, one task after the other;
+- jobs>1: a pool of `jobs` local worker processes (forkserver, so no thread of this
+  process is forked) with at most 2*jobs tasks in flight;
+- scheduler="ADDRESS" (e.g. "tcp://10.0.0.5:8786"): the tasks run on that Dask cluster;
+  scheduler="local": a Dask LocalCluster of `jobs` single-threaded worker processes on
+  127.0.0.1, started and closed around the call.
+
+The contract for `fn` and its tasks: `fn` is importable by name (a module-level function)
+and tasks and results pickle. On a cluster the workers must see the same files at the
+same paths, so tasks carry paths and ranges, never the data itself. A task's exception
+is raised from the call (the remaining tasks are cancelled). iter_tasks keeps a bounded
+window of tasks in flight, so a consumer that writes each result as it arrives holds
+only a few results at once.
+
+This module also parses the memory budget (`--memory 4G`) the stages size their chunks
+and runs by. It must know nothing about the stages themselves.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from training.errors import InputError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: `scheduler` value that starts a LocalCluster of `jobs` workers for the call.
+LOCAL_CLUSTER = "local"
+
+
+def available_cores() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def resolve_jobs(jobs: int | None) -> int:
+    """None or 0 -> every available core; otherwise the number given (>= 1)."""
+    if jobs is None or jobs == 0:
+        return available_cores()
+    if jobs < 0:
+        raise InputError(f"--jobs must be >= 0 (0 = every core), got {jobs}")
+    return int(jobs)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_memory(text: str | int) -> int:
+    """'4G', '512M', '1.5g', '2GiB' or a byte count -> bytes (binary units)."""
+    if isinstance(text, int):
+        value = text
+    else:
+        match = _SIZE.match(str(text))
+        if not match:
+            raise InputError(f"--memory: not a size such as 4G or 512M: {text!r}")
+        value = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if value < 64 << 20:
+        raise InputError(f"--memory must be at least 64M, got {text!r}")
+    return value
+
+
+def run_tasks(fn: Callable[[T], R], tasks: Sequence[T], *, jobs: int | None = 1,
+              scheduler: str | None = None) -> list[R]:
+    """[fn(t) for t in tasks], computed in-process, in local processes or on Dask (see module doc)."""
+    return list(iter_tasks(fn, tasks, jobs=jobs, scheduler=scheduler))
+
+
+def iter_tasks(fn: Callable[[T], R], tasks: Sequence[T], *, jobs: int | None = 1,
+               scheduler: str | None = None, window: int | None = None) -> Iterator[R]:
+    """fn(t) for each task, yielded in task order with at most `window` tasks in flight
+    (default 2 per worker). A single task always runs in this process."""
+    tasks = list(tasks)
+    jobs = resolve_jobs(jobs)
+    if scheduler is None and (jobs == 1 or len(tasks) <= 1):
+        yield from map(fn, tasks)
+        return
+    if scheduler is None:
+        with _process_pool(jobs) as pool:
+            yield from _ordered(pool.submit, fn, tasks, window or 2 * jobs)
+        return
+    with _dask_client(scheduler, jobs) as client:
+        workers = max(1, sum(client.nthreads().values()))
+        yield from _ordered(lambda f, t: client.submit(f, t, pure=False), fn, tasks, window or 2 * workers)
+
+
+def _ordered(submit: Callable[[Callable, Any], Any], fn: Callable, tasks: list, window: int) -> Iterator:
+    """Submit through `submit(fn, task) -> future` keeping `window` in flight; results in order."""
+    pending = iter(tasks)
+    in_flight: deque = deque()
+    try:
+        for task in pending:
+            in_flight.append(submit(fn, task))
+            if len(in_flight) >= window:
+                break
+        while in_flight:
+            result = in_flight.popleft().result()
+            task = next(pending, _DONE)
+            if task is not _DONE:
+                in_flight.append(submit(fn, task))
+            yield result
+    finally:
+        for future in in_flight:
+            future.cancel()
+
+
+_DONE = object()
+
+
+@contextmanager
+def _process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
+    # forkserver: the workers start from a clean process, never a fork of one with threads.
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("forkserver"))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def _dask_client(scheduler: str, jobs: int):
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - dask[distributed] is a core dependency
+        raise InputError("--scheduler needs dask[distributed]: pip install 'dask[distributed]'") from None
+    if scheduler == LOCAL_CLUSTER:
+        with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            yield client
+        return
+    try:
+        client = Client(scheduler, timeout="30s")
+    except OSError as exc:
+        raise InputError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({exc})") from None
+    with client:
+        yield client
+
+
+def chunked(n: int, size: int) -> list[tuple[int, int]]:
+    """[(start, stop), ...] cutting range(n) into pieces of at most `size` (at least one piece)."""
+    size = max(1, int(size))
+    return [(start, min(start + size, n)) for start in range(0, max(n, 1), size)] if n else [(0, 0)]
+
