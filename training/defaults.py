@@ -27,6 +27,8 @@ THRESHOLD = 10                               # keep features seen more than this
 HELDOUT_FRACTION = 0.1                       # last 10% of sentences left for eval
 CALIBRATION_FRACTION = 0.05                  # last 5% of the rest calibrate probabilities
 SEED = 0
+JOBS = 0                                     # worker processes of the sharded stages (0 = every core)
+MEMORY = "4G"                                # the budget that sizes the stages' chunks and tasks
 PIPELINE_OUT = "work/pipeline"
 
 EXPERIMENT_TYPE = "wbe-msd-backward-fe"      # the SVM paper's classification study
