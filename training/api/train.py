@@ -125,12 +125,14 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
                 features: str | None = None, threshold: int | None = None,
                 heldout_fraction: float = defaults.HELDOUT_FRACTION, calibration_fraction: float | None = None,
                 params: dict[str, Any] | None = None, seed: int = defaults.SEED, float16: bool = False,
-                plot: str | Path | None = None, verbose: bool = False, select_nmi: str | None = None
-                ) -> dict[str, Any]:
+                plot: str | Path | None = None, verbose: bool = False, select_nmi: str | None = None,
+                jobs: int | None = defaults.JOBS, scheduler: str | None = None,
+                memory: int | str | None = defaults.MEMORY) -> dict[str, Any]:
     """Train every direction of `moses_type` and write the weight file `out`; returns its metadata.
 
     None for `features`, `threshold` or `calibration_fraction` means the family's own
-    default, else the project's (training.api.defaults.family_settings)."""
+    default, else the project's (training.api.defaults.family_settings). jobs, scheduler
+    and memory run the feature stage (training.features.matrix.build_matrix)."""
     start = time.perf_counter()
     mtype = MosesType.parse(moses_type)
     cls = get_family(family)
@@ -151,7 +153,8 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
         raise InputError("the training sentences hold no examples", store_dir)
 
     t_features = time.perf_counter()
-    matrix = build_matrix(store, spec, threshold, split.fit, progress=verbose)
+    matrix = build_matrix(store, spec, threshold, split.fit, progress=verbose, jobs=jobs,
+                          scheduler=scheduler, memory=memory)
     feature_seconds = time.perf_counter() - t_features
     if matrix.X.shape[1] == 0:
         raise InputError(f"no feature of {spec.name} occurs more than {threshold} times in the "

@@ -54,3 +54,19 @@ def family_hyperparameter(text: str) -> tuple[str, str, object]:
     if not sep or not family:
         raise argparse.ArgumentTypeError(f"expected FAMILY:NAME=VALUE, got {text!r}")
     return (family, *hyperparameter(rest))
+
+
+def add_run_options(p: argparse.ArgumentParser, *, jobs: bool = True) -> None:
+    """--memory (every stage) and, for the sharded stages, --jobs and --scheduler
+    (training/parallel.py); None means training/defaults.py's value."""
+    from training import defaults
+
+    p.add_argument("--memory", metavar="SIZE",
+                   help=f"memory budget that sizes chunks and tasks, e.g. 4G or 512M (default {defaults.MEMORY})")
+    if jobs:
+        p.add_argument("--jobs", type=whole_number(0),
+                       help="worker processes for the sharded work (default 0: every core); "
+                            "the output is the same for any number")
+        p.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run the sharded work on this Dask scheduler (tcp://HOST:PORT), or "
+                            "'local' for a LocalCluster of --jobs workers; results are identical")

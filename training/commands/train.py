@@ -11,7 +11,7 @@ import argparse
 import time
 
 from training import defaults
-from training.commands.argtypes import hyperparameter
+from training.commands.argtypes import add_run_options, hyperparameter
 from training.errors import InputError
 from training.families import FAMILIES
 
@@ -52,6 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "paper eqs. 14-16): a fraction such as 0.5, top-k:N, or threshold:T")
     p.add_argument("--plot", help="write the per-pass active-set/objective figure to this PNG")
     p.add_argument("--float16", action="store_true", help="store weights as float16")
+    add_run_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
     p.set_defaults(func=run)
 
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
                        out=args.out, threshold=args.threshold, heldout_fraction=args.heldout_fraction,
                        calibration_fraction=args.calibration_fraction, params=given, seed=args.seed,
                        float16=args.float16, plot=args.plot, verbose=not args.quiet,
-                       select_nmi=args.select_nmi)
+                       select_nmi=args.select_nmi, jobs=args.jobs, scheduler=args.scheduler,
+                       memory=args.memory)
     if not args.quiet:
         t = meta["training"]
         for direction, info in t["directions"].items():

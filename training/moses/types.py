@@ -107,8 +107,9 @@ _FOLDS: dict[tuple[str, str], tuple[int, ...] | None] = {
 }
 
 
-def class_labels(store, moses_type: MosesType, direction: str):
-    """One direction's labels of every store example in the type's class coding (int8).
+def class_labels(store, moses_type: MosesType, direction: str, chunk_labels=None):
+    """One direction's labels of every store example in the type's class coding (int8);
+    with `chunk_labels` (a StoreChunk's raw `labels` [m, columns]) those examples' only.
 
     Uses the type's own extraction column, or folds a richer one of the same kind
     (mslr -> msd, msd/mslr -> monotonicity); InputError naming the store if it has neither.
@@ -119,7 +120,8 @@ def class_labels(store, moses_type: MosesType, direction: str):
     for (extracted, orientation), fold in _FOLDS.items():
         column = f"{moses_type.kind}-{extracted}/{suffix}"
         if orientation == moses_type.orientation and column in store.label_columns:
-            labels = store.load_labels(column)
+            labels = (store.load_labels(column) if chunk_labels is None
+                      else chunk_labels[:, store.column_index(column)])
             return labels if fold is None else np.asarray(fold, dtype=np.int8)[labels]
     raise InputError(f"store has no labels for {moses_type} (needs column "
                      f"{moses_type.extract_model}/{suffix}; it has {', '.join(store.label_columns)}); "

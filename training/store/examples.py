@@ -329,6 +329,14 @@ class ExampleStore:
             if found is not None:
                 yield found
 
+    def first_example_of(self, sentence: int) -> int:
+        """Index of the first example of `sentence` or of a later one (n_examples if none)."""
+        for chunk in self.meta["chunks"]:
+            if chunk["examples"] and chunk["last_sentence"] >= sentence:
+                sent = self._chunk_array(chunk, "sentence")
+                return int(chunk["first_example"] + np.searchsorted(sent, sentence))
+        return self.n_examples
+
     def read_examples(self, first: int, stop: int, sentence_mask: np.ndarray | None = None
                       ) -> StoreChunk | None:
         """Examples first..stop-1 (any range, across store chunks) as one StoreChunk; with a
