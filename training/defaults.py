@@ -17,6 +17,9 @@ from training.moses.extract import DEFAULT_MAX_PHRASE_LENGTH as MAX_PHRASE_LENGT
 from training.moses.extract import DEFAULT_MODELS as EXTRACT_MODELS  # noqa: F401
 from training.moses.table import DEFAULT_SMOOTHING as SMOOTHING  # noqa: F401
 from training.store.build import DEFAULT_CHUNK_EXAMPLES as CHUNK_EXAMPLES  # noqa: F401
+from training.store.build import DEFAULT_MEMORY as MEMORY  # noqa: F401
+
+JOBS = 0                                     # sharded stages: 0 = every available core
 
 EMBEDDED_CORPUS = Path(__file__).resolve().parent / "data" / "tanaka-3k"
 SRC_LANG, TGT_LANG = "ja", "en"
@@ -27,8 +30,6 @@ THRESHOLD = 10                               # keep features seen more than this
 HELDOUT_FRACTION = 0.1                       # last 10% of sentences left for eval
 CALIBRATION_FRACTION = 0.05                  # last 5% of the rest calibrate probabilities
 SEED = 0
-JOBS = 0                                     # worker processes of the sharded stages (0 = every core)
-MEMORY = "4G"                                # the budget that sizes the stages' chunks and tasks
 PIPELINE_OUT = "work/pipeline"
 
 EXPERIMENT_TYPE = "wbe-msd-backward-fe"      # the SVM paper's classification study

@@ -103,23 +103,3 @@ def test_lexical_command_writes_moses_table(small_chunks, tmp_path):
 def test_store_json_is_plain_json(small_chunks):
     meta = json.loads((small_chunks.path / "store.json").read_text())
     assert [c["examples"] for c in meta["chunks"]] and sum(c["examples"] for c in meta["chunks"]) == 65260
-
-
-def test_threads_give_the_same_store(corpus_2k, tmp_path):
-    from training.store.build import build_store
-    from training.moses.extract import parse_models
-
-    models = parse_models(["phrase-mslr", "hier-mslr"])
-    stores = []
-    for threads in (1, 2):
-        out = tmp_path / f"t{threads}"
-        build_store(corpus_2k, models, out, chunk_examples=3000, moses_format=True, progress=False,
-                    threads=threads)
-        stores.append(ExampleStore.open(out))
-    one, two = stores
-    assert one.meta["chunks"] == two.meta["chunks"] and len(one.meta["chunks"]) > 5
-    for column in one.label_columns:
-        assert np.array_equal(one.load_labels(column), two.load_labels(column))
-    assert np.array_equal(one.example_rows(), two.example_rows())
-    for name in ("extract", "extract.o"):
-        assert (one.path / name).read_bytes() == (two.path / name).read_bytes()

@@ -33,20 +33,21 @@ def extract_store(src: str | os.PathLike, tgt: str | os.PathLike, align: str | o
                   max_phrase_length: int = defaults.MAX_PHRASE_LENGTH,
                   max_sentence_length: int = defaults.MAX_SENTENCE_LENGTH,
                   chunk_examples: int = defaults.CHUNK_EXAMPLES, moses_format: bool = False,
-                  progress: bool = False, threads: int = 1) -> dict[str, Any]:
-    """Read and validate a corpus and extract it into a new store; returns the store's metadata."""
-    from training.corpus.reading import read_corpus
+                  progress: bool = False, jobs: int | None = defaults.JOBS, scheduler: str | None = None,
+                  memory: str | int = defaults.MEMORY) -> dict[str, Any]:
+    """Read, validate and extract a corpus into a new store, streaming it in sentence ranges
+    (`jobs` local processes, or the Dask cluster at `scheduler`); returns the store's metadata."""
     from training.moses.extract import parse_models
     from training.moses.text import check_moses_expressible
-    from training.store.build import build_store
+    from training.store.build import build_store_from_files
 
     parsed = parse_models(models or list(defaults.EXTRACT_MODELS))
     if moses_format:
         check_moses_expressible(parsed)
-    corpus = read_corpus(src, tgt, align, max_sentence_length=max_sentence_length)
-    return build_store(corpus, parsed, out, max_phrase_length=max_phrase_length,
-                       max_sentence_length=max_sentence_length, chunk_examples=chunk_examples,
-                       moses_format=moses_format, progress=progress, threads=threads)
+    return build_store_from_files(src, tgt, align, parsed, out, max_phrase_length=max_phrase_length,
+                                  max_sentence_length=max_sentence_length, chunk_examples=chunk_examples,
+                                  moses_format=moses_format, progress=progress, jobs=jobs,
+                                  scheduler=scheduler, memory=memory)
 
 
 def lexical_table(store_dir: str | os.PathLike, moses_type: str, out: str | os.PathLike, *,

@@ -42,24 +42,24 @@ class CorpusFiles:
 def ensure_store(files: CorpusFiles, store_dir: Path, extract_model: str, max_phrase_length: int,
                  log: Callable[[str], None]) -> None:
     """Build the store, or reuse it if it holds this corpus, these settings and the labels."""
-    from training.corpus.reading import read_corpus
+    from training.corpus.reading import plan_corpus
     from training.moses.extract import parse_models
-    from training.store.build import build_store
+    from training.store.build import build_store_from_files
     from training.store.examples import ExampleStore
 
-    corpus = read_corpus(files.src, files.tgt, files.align)
+    plan = plan_corpus(files.src, files.tgt, files.align)
     if (store_dir / "store.json").is_file():
         store = ExampleStore.open(store_dir)
-        same_corpus = (store.meta.get("corpus") or {}).get("sha256") == corpus.fingerprint["sha256"]
+        same_corpus = (store.meta.get("corpus") or {}).get("sha256") == plan.fingerprint["sha256"]
         same_length = (store.meta.get("settings") or {}).get("max_phrase_length") == max_phrase_length
         if same_corpus and same_length and extract_model in store.models:
             log(f"reusing the example store {store_dir} (same corpus and settings)")
             return
         raise InputError("holds an example store of another corpus or other settings; "
                          "choose another --out or remove it", store_dir)
-    log(f"extracting {corpus.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
-    build_store(corpus, parse_models([extract_model]), store_dir, max_phrase_length=max_phrase_length,
-                progress=sys.stderr.isatty())
+    log(f"extracting {plan.n_sentences:,} sentence pairs ({extract_model}) into {store_dir}")
+    build_store_from_files(files.src, files.tgt, files.align, parse_models([extract_model]), store_dir,
+                           max_phrase_length=max_phrase_length, progress=sys.stderr.isatty(), jobs=defaults.JOBS)
 
 
 def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defaults.PIPELINE_OUT), *,

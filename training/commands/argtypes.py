@@ -9,6 +9,8 @@ import argparse
 import ast
 from collections.abc import Callable
 
+from training import defaults
+
 
 def whole_number(minimum: int) -> Callable[[str], int]:
     """An int option that must be at least `minimum`."""
@@ -56,17 +58,14 @@ def family_hyperparameter(text: str) -> tuple[str, str, object]:
     return (family, *hyperparameter(rest))
 
 
-def add_run_options(p: argparse.ArgumentParser, *, jobs: bool = True) -> None:
-    """--memory (every stage) and, for the sharded stages, --jobs and --scheduler
-    (training/parallel.py); None means training/defaults.py's value."""
-    from training import defaults
-
-    p.add_argument("--memory", metavar="SIZE",
-                   help=f"memory budget that sizes chunks and tasks, e.g. 4G or 512M (default {defaults.MEMORY})")
-    if jobs:
-        p.add_argument("--jobs", type=whole_number(0),
-                       help="worker processes for the sharded work (default 0: every core); "
-                            "the output is the same for any number")
-        p.add_argument("--scheduler", metavar="ADDRESS",
-                       help="run the sharded work on this Dask scheduler (tcp://HOST:PORT), or "
-                            "'local' for a LocalCluster of --jobs workers; results are identical")
+def add_parallel_arguments(p: argparse.ArgumentParser) -> None:
+    """--jobs, --scheduler, --memory: how a sharded stage runs (training.parallel)."""
+    p.add_argument("--jobs", type=whole_number(0), default=defaults.JOBS,
+                   help="local worker processes (default %(default)s = every core); the output is "
+                        "byte-identical for any count")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run the tasks on this Dask scheduler (e.g. tcp://host:8786; workers must see the "
+                        "same files at the same paths), or 'local' for a LocalCluster of --jobs workers")
+    p.add_argument("--memory", default=defaults.MEMORY,
+                   help="memory budget that sizes tasks, chunks and sort runs, e.g. 4G or 512M "
+                        "(default %(default)s)")

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from training.commands.argtypes import add_run_options
+from training.commands.argtypes import add_parallel_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "time and memory against data size (with --bench)")
     p.add_argument("--bench", metavar="JSON",
                    help="benchmark records [{family, examples, seconds, peak_mb}] for the scaling plot")
-    add_run_options(p)
+    add_parallel_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -9,10 +9,8 @@ import argparse
 import sys
 import time
 
-from training.commands.argtypes import whole_number
-from training.corpus.reading import DEFAULT_MAX_SENTENCE_LENGTH
-from training.moses.extract import DEFAULT_MAX_PHRASE_LENGTH, DEFAULT_MODELS
-from training.store.build import DEFAULT_CHUNK_EXAMPLES
+from training import defaults
+from training.commands.argtypes import add_parallel_arguments, whole_number
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     meta = extract_store(args.src, args.tgt, args.align, args.out, models=args.model,
                          max_phrase_length=args.max_phrase_length, max_sentence_length=args.max_sentence_length,
                          chunk_examples=args.chunk_examples, moses_format=args.moses_format,
-                         progress=not args.quiet, threads=args.threads)
+                         progress=not args.quiet, jobs=args.jobs, scheduler=args.scheduler, memory=args.memory)
     seconds = time.perf_counter() - started
     if not args.quiet:
         print(f"extract: {meta['counts']['sentences']} sentence pairs -> {meta['counts']['examples']} examples "
@@ -43,17 +41,15 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, help="store directory to create (must not exist)")
     p.add_argument("--model", action="append", metavar="M",
                    help="Moses extraction model {wbe|phrase|hier}-{msd|mslr|mono}; repeatable "
-                        f"(default {DEFAULT_MODELS[0]})")
-    p.add_argument("--max-phrase-length", type=whole_number(1), default=DEFAULT_MAX_PHRASE_LENGTH,
+                        f"(default {defaults.EXTRACT_MODELS[0]})")
+    p.add_argument("--max-phrase-length", type=whole_number(1), default=defaults.MAX_PHRASE_LENGTH,
                    help="maximum phrase length on either side (Moses's MAXLEN, default %(default)s)")
-    p.add_argument("--max-sentence-length", type=whole_number(1), default=DEFAULT_MAX_SENTENCE_LENGTH,
+    p.add_argument("--max-sentence-length", type=whole_number(1), default=defaults.MAX_SENTENCE_LENGTH,
                    help="refuse longer sentences (default %(default)s, at most 32767)")
-    p.add_argument("--chunk-examples", type=whole_number(1), default=DEFAULT_CHUNK_EXAMPLES,
+    p.add_argument("--chunk-examples", type=whole_number(1), default=defaults.CHUNK_EXAMPLES,
                    help="examples per store chunk, whole sentences (default %(default)s)")
     p.add_argument("--moses-format", action="store_true",
                    help="also write Moses's `extract` and `extract.o` text files into the store directory")
-    p.add_argument("--threads", type=whole_number(1), default=1,
-                   help="worker threads for the extraction kernels (default %(default)s); "
-                        "the store is identical for any count")
+    add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from training import defaults
-from training.commands.argtypes import add_run_options, fraction, whole_number
+from training.commands.argtypes import add_parallel_arguments, fraction, whole_number
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +42,6 @@ def register(subparsers) -> None:
     p.add_argument("--heldout", type=fraction, default=0.0, metavar="FRACTION",
                    help="count the vocabulary without the last FRACTION of sentences (the held-out split "
                         "of eval/experiment; default 0: all sentences)")
-    add_run_options(p)
+    add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)

@@ -11,7 +11,7 @@ import argparse
 import time
 
 from training import defaults
-from training.commands.argtypes import add_run_options, hyperparameter
+from training.commands.argtypes import add_parallel_arguments, hyperparameter
 from training.errors import InputError
 from training.families import FAMILIES
 
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "paper eqs. 14-16): a fraction such as 0.5, top-k:N, or threshold:T")
     p.add_argument("--plot", help="write the per-pass active-set/objective figure to this PNG")
     p.add_argument("--float16", action="store_true", help="store weights as float16")
-    add_run_options(p)
+    add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
     p.set_defaults(func=run)
 

@@ -73,14 +73,15 @@ def _parse(data):
     return links[:k].copy(), offsets, 0, 0
 
 
-def parse_links(data: bytes, path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+def parse_links(data: bytes, path: str | os.PathLike, first_line: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Parse Pharaoh text into (links int32 [k, 2], offsets int64 [n_lines + 1]).
 
-    `path` only names the file in the error, which gives the 1-based line.
+    `path` only names the file in the error, which gives the 1-based line (counted from
+    `first_line`, the file line `data` starts at, when it is a slice of the file).
     """
     links, offsets, code, line = _parse(np.frombuffer(data, dtype=np.uint8))
     if code:
-        raise InputError(_describe(data, line, code), path, line)
+        raise InputError(_describe(data, line, code), path, first_line + line)
     return links, offsets
 
 

@@ -57,23 +57,116 @@ class Corpus:
         return int(self.src_offsets.shape[0] - 1)
 
 
-def _read_lines(path: Path) -> tuple[list[str], str, bytes]:
-    """Lines split on '\\n' only (like getline), the file's SHA-256 and its bytes."""
+@dataclass(frozen=True)
+class SentenceRange:
+    """Sentences [first, stop) of a corpus and the byte range [start, end) of each file holding them."""
+
+    first: int
+    stop: int
+    src: tuple[int, int]
+    tgt: tuple[int, int]
+    align: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class CorpusPlan:
+    """A corpus cut into sentence ranges without reading it into memory: the three file
+    paths, the ranges in order, the sentence count and the fingerprint (SHA-256s)."""
+
+    src: Path
+    tgt: Path
+    align: Path
+    ranges: tuple[SentenceRange, ...]
+    n_sentences: int
+    fingerprint: dict
+
+
+_SCAN_BLOCK = 1 << 24
+
+
+def _scan(path: Path, *, range_bytes: int | None = None, at_lines: list[int] = ()) -> tuple[int, str, list]:
+    """One streamed pass over a file: (line count, SHA-256, cuts).
+
+    Cuts are (line, byte offset) pairs at line starts: with `range_bytes`, the first
+    line start at least that many bytes after the previous cut; otherwise the starts of
+    the lines numbered in `at_lines` (0-based). Lines end at '\n' only; a last line
+    without one still counts.
+    """
+    digest = hashlib.sha256()
+    n_lines = position = 0
+    last = 10
+    cuts: list[tuple[int, int]] = []
+    wanted = iter(at_lines)
+    want = next(wanted, None)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            while block := fh.read(_SCAN_BLOCK):
+                digest.update(block)
+                ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + (position + 1)
+                if range_bytes is not None:
+                    while True:
+                        i = int(np.searchsorted(ends, (cuts[-1][1] if cuts else 0) + range_bytes))
+                        if i >= ends.size:
+                            break
+                        cuts.append((n_lines + i + 1, int(ends[i])))
+                else:
+                    while want is not None and want <= n_lines + ends.size:
+                        cuts.append((want, int(ends[want - n_lines - 1])))
+                        want = next(wanted, None)
+                n_lines += int(ends.size)
+                position += len(block)
+                last = block[-1]
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path) from exc
-    digest = hashlib.sha256(data).hexdigest()
+    if last != 10:
+        n_lines += 1
+    return n_lines, digest.hexdigest(), cuts
+
+
+def plan_corpus(src: str | os.PathLike, tgt: str | os.PathLike, align: str | os.PathLike, *,
+                range_bytes: int | None = None) -> CorpusPlan:
+    """Cut a corpus into sentence ranges of about `range_bytes` of source text (None: one
+    range), checking that the three files have as many lines. Memory: one read block."""
+    paths = [Path(src), Path(tgt), Path(align)]
+    n, src_sha, src_cuts = _scan(paths[0], range_bytes=range_bytes or 1 << 62)
+    src_cuts = [cut for cut in src_cuts if cut[0] < n]
+    lines = [cut[0] for cut in src_cuts]
+    scans = [_scan(p, at_lines=lines) for p in paths[1:]]
+    for path, (count, _, _) in zip(paths[1:], scans):
+        if count != n:
+            raise InputError(f"has {count} lines but {paths[0]} has {n}: the files must be parallel",
+                             path, min(count, n) + 1)
+    sizes = [p.stat().st_size for p in paths]
+    bounds = [[0, *lines, n]] + [[0, *(b for _, b in cuts), size]
+                                 for cuts, size in zip([src_cuts] + [s[2] for s in scans], sizes)]
+    ranges = tuple(SentenceRange(bounds[0][k], bounds[0][k + 1], *((b[k], b[k + 1]) for b in bounds[1:]))
+                   for k in range(len(bounds[0]) - 1))
+    shas = [src_sha] + [s[1] for s in scans]
+    combined = hashlib.sha256("".join(f"{sha}\n" for sha in shas).encode()).hexdigest()
+    fingerprint = {"sha256": combined, **{side: {"path": str(p), "sha256": sha}
+                                          for side, p, sha in zip(("src", "tgt", "align"), paths, shas)},
+                   "sentences": n}
+    return CorpusPlan(*paths, ranges, n, fingerprint)
+
+
+def _read_slice(path: Path, span: tuple[int, int], first_line: int) -> tuple[list[str], bytes]:
+    """Lines of bytes [start, end) of a file, split on '\n' only (like getline)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(span[0])
+            data = fh.read(span[1] - span[0])
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path) from exc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = first_line + data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1)
         raise InputError(f"invalid UTF-8 at byte {column} of the line", path, line) from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return lines, digest, data
+    return lines, data
 
 
 def tokenize(line: str) -> list[str]:
@@ -92,7 +185,8 @@ def _tokenize_all(lines: list[str]) -> list[list[str]]:
     return [tokenize(line) for line in lines]
 
 
-def _encode_side(lines: list[str], path: Path, max_len: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _encode_side(lines: list[str], path: Path, max_len: int,
+                 first_line: int = 0) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Token ids (in order of first use) and CSR offsets, a batch of lines at a time.
 
     Batching bounds the transient Python token objects; only ids are kept.
@@ -107,7 +201,7 @@ def _encode_side(lines: list[str], path: Path, max_len: int) -> tuple[list[str],
         if too_long.size:
             i = int(too_long[0])
             raise InputError(f"sentence has {lengths[i]} tokens, more than --max-sentence-length {max_len}",
-                             path, first + i + 1)
+                             path, first_line + first + i + 1)
         flat = list(chain.from_iterable(tokens_per_line))
         for token in dict.fromkeys(flat):
             vocab.setdefault(token, len(vocab))
@@ -121,12 +215,12 @@ def _encode_side(lines: list[str], path: Path, max_len: int) -> tuple[list[str],
         bad = vocab[FIELD_SEPARATOR]
         line = int(np.searchsorted(offsets, np.flatnonzero(ids == bad)[0], side="right"))
         raise InputError(f"token {FIELD_SEPARATOR!r} is Moses's field separator and cannot be a word",
-                         path, line)
+                         path, first_line + line)
     return list(vocab), ids, offsets
 
 
 def _check_alignment(links: np.ndarray, offsets: np.ndarray, path: Path, src_len: np.ndarray,
-                     tgt_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                     tgt_len: np.ndarray, first_line: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Every point inside its sentence (InputError naming the line); exact duplicates
     dropped, keeping the first occurrence and the file's order."""
     n = src_len.shape[0]
@@ -135,7 +229,7 @@ def _check_alignment(links: np.ndarray, offsets: np.ndarray, path: Path, src_len
     if bad.size:
         i, (s, t) = int(sentence[bad[0]]), links[bad[0]]
         raise InputError(f"alignment point {s}-{t} out of range: source has {src_len[i]} tokens, "
-                         f"target has {tgt_len[i]}", path, i + 1)
+                         f"target has {tgt_len[i]}", path, first_line + i + 1)
     width = HARD_MAX_SENTENCE_LENGTH + 1
     key = (sentence * width + links[:, 0]) * width + links[:, 1]
     _, first = np.unique(key, return_index=True)
@@ -145,32 +239,33 @@ def _check_alignment(links: np.ndarray, offsets: np.ndarray, path: Path, src_len
     return links[keep].astype(np.int16), align_offsets
 
 
-def read_corpus(src: str | os.PathLike, tgt: str | os.PathLike, align: str | os.PathLike,
-                max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH) -> Corpus:
-    """Read, validate and encode one corpus. Raises InputError naming file and line."""
+def check_max_sentence_length(max_sentence_length: int) -> None:
     if not 1 <= max_sentence_length <= HARD_MAX_SENTENCE_LENGTH:
         raise InputError(f"--max-sentence-length must be in 1..{HARD_MAX_SENTENCE_LENGTH} "
                          f"(spans are stored as int16), got {max_sentence_length}")
-    paths = [Path(src), Path(tgt), Path(align)]
-    (src_lines, src_sha, _), (tgt_lines, tgt_sha, _), (align_lines, align_sha, align_data) = (
-        _read_lines(p) for p in paths)
-    n = len(src_lines)
-    for path, lines in ((paths[1], tgt_lines), (paths[2], align_lines)):
-        if len(lines) != n:
-            raise InputError(f"has {len(lines)} lines but {paths[0]} has {n}: the files must be parallel",
-                             path, min(len(lines), n) + 1)
-    src_vocab, src_ids, src_offsets = _encode_side(src_lines, paths[0], max_sentence_length)
-    tgt_vocab, tgt_ids, tgt_offsets = _encode_side(tgt_lines, paths[1], max_sentence_length)
-    links, link_offsets = parse_links(align_data, paths[2])  # one line per sentence: counted above
-    align_arr, align_offsets = _check_alignment(links, link_offsets, paths[2], np.diff(src_offsets),
-                                                np.diff(tgt_offsets))
-    combined = hashlib.sha256(f"{src_sha}\n{tgt_sha}\n{align_sha}\n".encode()).hexdigest()
-    fingerprint = {
-        "sha256": combined,
-        "src": {"path": str(paths[0]), "sha256": src_sha},
-        "tgt": {"path": str(paths[1]), "sha256": tgt_sha},
-        "align": {"path": str(paths[2]), "sha256": align_sha},
-        "sentences": n,
-    }
-    return Corpus(src_vocab, tgt_vocab, src_ids, src_offsets, tgt_ids, tgt_offsets,
-                  align_arr, align_offsets, fingerprint)
+
+
+def read_range(plan: CorpusPlan, span: SentenceRange,
+               max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH) -> Corpus:
+    """Read and validate one sentence range. Its vocabularies are its own, in order of
+    first use within the range (so ranges read in corpus order and merged in that order
+    give the whole corpus's vocabularies); errors name the file's own line numbers."""
+    (src_lines, _), (tgt_lines, _), (_, align_data) = (
+        _read_slice(path, part, span.first)
+        for path, part in ((plan.src, span.src), (plan.tgt, span.tgt), (plan.align, span.align)))
+    src_vocab, src_ids, src_offsets = _encode_side(src_lines, plan.src, max_sentence_length, span.first)
+    tgt_vocab, tgt_ids, tgt_offsets = _encode_side(tgt_lines, plan.tgt, max_sentence_length, span.first)
+    links, link_offsets = parse_links(align_data, plan.align, span.first)  # line counts checked by the plan
+    align_arr, align_offsets = _check_alignment(links, link_offsets, plan.align, np.diff(src_offsets),
+                                                np.diff(tgt_offsets), span.first)
+    return Corpus(src_vocab, tgt_vocab, src_ids, src_offsets, tgt_ids, tgt_offsets, align_arr, align_offsets)
+
+
+def read_corpus(src: str | os.PathLike, tgt: str | os.PathLike, align: str | os.PathLike,
+                max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH) -> Corpus:
+    """Read, validate and encode one whole corpus into memory. Raises InputError naming file
+    and line. (Extraction streams it instead: plan_corpus + read_range.)"""
+    check_max_sentence_length(max_sentence_length)
+    plan = plan_corpus(src, tgt, align)
+    corpus = read_range(plan, plan.ranges[0], max_sentence_length)
+    return Corpus(**{**corpus.__dict__, "fingerprint": plan.fingerprint})

@@ -41,6 +41,7 @@ from training import __version__
 from training.atomic import fsync_directory
 from training.features.batch import PairBatch
 from training.errors import InputError
+from training.npyfile import NpyAppender
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
 from training.features.keytable import KeyCounter, KeyIndex, find_row
@@ -325,8 +326,8 @@ def _build(plan: _Plan, out: Path, sentence_mask: np.ndarray | None, progress: b
     count_seconds = time.perf_counter() - started
     del keys, counts
     map_tasks = [(str(store.path), spec.name, str(out / "keys.npy"), lo, hi) for lo, hi in ranges]
-    indptr = _NpyAppender(out / "indptr.npy", np.int64)
-    indices = _NpyAppender(out / "indices.npy", np.int32)
+    indptr = NpyAppender(out / "indptr.npy", np.int64)
+    indices = NpyAppender(out / "indices.npy", np.int32)
     try:
         indptr.append(np.zeros(1, dtype=np.int64))
         for ptr, cols in plan.run(map_range, map_tasks, progress, f"map {spec.name}"):
@@ -443,34 +444,3 @@ def map_range(task: tuple) -> tuple[np.ndarray, np.ndarray]:
 def _check_rows(n_rows: int, store) -> None:
     if n_rows != store.n_examples:
         raise InputError(f"store yielded {n_rows} examples, its metadata says {store.n_examples}", store.path)
-
-
-class _NpyAppender:
-    """A 1-d .npy file written block by block, its length known only at the end.
-
-    Blocks go to a raw side file; `finish` writes the .npy header and copies the raw
-    bytes behind it, so memory stays one block however large the array grows.
-    """
-
-    def __init__(self, path: Path, dtype: np.dtype):
-        self.path, self.dtype, self.count = path, np.dtype(dtype), 0
-        self._raw_path = path.with_suffix(".raw")
-        self._raw = open(self._raw_path, "wb")
-
-    def append(self, block: np.ndarray) -> None:
-        self._raw.write(np.ascontiguousarray(block, dtype=self.dtype).tobytes())
-        self.count += int(block.shape[0])
-
-    def finish(self) -> None:
-        self._raw.close()
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-                  "shape": (self.count,)}
-        with open(self.path, "wb") as fh, open(self._raw_path, "rb") as raw:
-            np.lib.format.write_array_header_1_0(fh, header)
-            shutil.copyfileobj(raw, fh, 1 << 24)
-            fh.flush()
-            os.fsync(fh.fileno())
-        self._raw_path.unlink()
-
-    def close(self) -> None:
-        self._raw.close()

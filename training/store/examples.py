@@ -85,13 +85,14 @@ class StoreWriter:
     def path(self, name: str) -> Path:
         return self.tmp / name
 
-    def write_corpus(self, corpus) -> None:
-        for side, vocab in (("src", corpus.src_vocab), ("tgt", corpus.tgt_vocab)):
-            _write_text(self.tmp / f"vocab.{side}.txt", "".join(t + "\n" for t in vocab))
-        sentences = self.tmp / "sentences"
-        sentences.mkdir()
-        for name in SENTENCE_ARRAYS:
-            _save(sentences / f"{name}.npy", getattr(corpus, name))
+    def write_vocab(self, src_vocab: list[str], tgt_vocab: list[str]) -> None:
+        """vocab.{src,tgt}.txt; the sentence arrays are appended under path("sentences") by the builder."""
+        for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
+            with open(self.tmp / f"vocab.{side}.txt", "w", encoding="utf-8", newline="\n") as fh:
+                for first in range(0, len(vocab), 65536):
+                    fh.write("".join(t + "\n" for t in vocab[first:first + 65536]))
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def add_chunk(self, rows: np.ndarray, labels: np.ndarray) -> None:
         """rows = (sentence, src_start, src_end, tgt_start, tgt_end) as from training.moses.extract."""
