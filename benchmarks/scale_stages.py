@@ -12,7 +12,7 @@ built, as a user's pipeline would:
   the fit sentences), once per --jobs value (the cache is removed before each run);
 - svm S6, dual-mlr S6, nb-bayes S9: `train --type wbe-msd-backward-fe` on the cached
   matrix (fit, calibration, weight file);
-- eval: the svm model on the held-out 10%, once per --jobs value.
+- eval: the model of the last train stage before it on the held-out 10%, once per --jobs value.
 
 Columns: wall s, CPU s (user+system of the stage and every process it waited for),
 peak MiB (the largest resident set of the stage's process or of any worker it started:
@@ -90,6 +90,7 @@ def main() -> None:
         return
     out = Path(tempfile.mkdtemp(prefix="scale-stages-"))
     rows = []
+    last_model, last_stage = None, ""
     try:
         for stage in args.stages:
             name, _, features = stage.partition(" ")
@@ -102,11 +103,13 @@ def main() -> None:
                     print(json.dumps(rows[-1]), flush=True)
             elif name == "eval":
                 for jobs in args.jobs:
-                    r = run_reaped(["python", "-m", "training.cli", "eval", str(out / "svm.mrw"),
+                    if last_model is None:
+                        raise SystemExit("eval needs a train stage before it")
+                    r = run_reaped(["python", "-m", "training.cli", "eval", str(last_model),
                                     "--store", args.store, "--json", "--jobs", str(jobs)])
                     report = json.loads(r.pop("stdout"))
                     d = next(iter(report["directions"].values()))["all"]
-                    rows.append({"stage": "eval (svm S6)", "jobs": jobs, **r, "accuracy": d["accuracy"],
+                    rows.append({"stage": f"eval ({last_stage})", "jobs": jobs, **r, "accuracy": d["accuracy"],
                                  "examples": d["examples"]})
                     print(json.dumps(rows[-1]), flush=True)
             else:
@@ -115,6 +118,7 @@ def main() -> None:
                                 "--type", TYPE, "--store", args.store, "--out", str(model), "--jobs", "1",
                                 "--quiet"])
                 r.pop("stdout")
+                last_model, last_stage = model, stage
                 meta = json.loads(subprocess.run(
                     [sys.executable, "-m", "training.cli", "inspect", str(model), "--json"], cwd=ROOT,
                     env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
