@@ -31,7 +31,7 @@ from training.probability import log_loss, log_softmax
 from training.moses.types import MosesType, class_labels
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
-from training.features.matrix import build_matrix
+from training.features.matrix import build_matrix, csr_view
 
 
 @dataclass(frozen=True)
@@ -66,23 +66,36 @@ def _run(rows: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
-def take_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """values[rows]; a contiguous run (the usual case) is a view, not a copy."""
-    run = _run(rows)
+def take_rows(values: np.ndarray, rows: np.ndarray | tuple[int, int]) -> np.ndarray:
+    """values[rows] (an index array or a range (first, stop)); a contiguous run (the usual
+    case) is a view, not a copy."""
+    run = rows if isinstance(rows, tuple) else _run(rows)
     return values[run[0]:run[1]] if run else values[rows]
 
 
-def select_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
-    """Rows of X; a contiguous run (the usual case: sentences are in store order) is a view."""
-    run = _run(rows)
+def select_rows(X: sp.csr_matrix, rows: np.ndarray | tuple[int, int]) -> sp.csr_matrix:
+    """Rows of X (an index array or a range (first, stop)); a contiguous run (the usual
+    case: sentences are in store order) is a view, and one starting at row 0 keeps the
+    (mapped) row pointers themselves."""
+    run = rows if isinstance(rows, tuple) else _run(rows)
     if run:
         a, b = run
-        p0, p1 = X.indptr[a], X.indptr[b]
-        view = sp.csr_matrix((X.data[p0:p1], X.indices[p0:p1], X.indptr[a:b + 1] - p0),
-                             shape=(b - a, X.shape[1]), copy=False)
-        view.has_sorted_indices = X.has_sorted_indices
-        return view
+        p0, p1 = int(X.indptr[a]), int(X.indptr[b])
+        indptr = X.indptr[a:b + 1] if p0 == 0 else X.indptr[a:b + 1] - p0
+        return csr_view(X.data[p0:p1], X.indices[p0:p1], indptr, (b - a, X.shape[1]))
     return X[rows]
+
+
+def example_range(store: ExampleStore, mask: np.ndarray) -> tuple[int, int]:
+    """(first, stop) of the examples of a contiguous run of sentences (SentenceSplit's
+    parts are), found from the store's chunk index: no per-example array."""
+    chosen = np.flatnonzero(mask)
+    if chosen.size == 0:
+        return 0, 0
+    first, last = int(chosen[0]), int(chosen[-1])
+    if last - first + 1 != chosen.size:
+        raise InputError("a training split must be a contiguous run of sentences")
+    return store.first_example_of(first), store.first_example_of(last + 1)
 
 
 def drop_zero_rows(keys: np.ndarray, weights: np.ndarray, link: str, extras: dict[str, np.ndarray]
@@ -145,11 +158,9 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     columns = mtype.store_columns()
     labels_of = {d: class_labels(store, mtype, d) for d in mtype.directions}  # InputError if absent
     split = SentenceSplit.make(store.n_sentences, heldout_fraction, calibration_fraction)
-    sentence = store.sentence_of_examples()
-    fit_rows = np.flatnonzero(split.fit[sentence])
-    cal_rows = np.flatnonzero(split.calibrate[sentence])
-    del sentence  # n_examples x 4 bytes that training does not need
-    if fit_rows.size == 0:
+    fit_rows, cal_rows = example_range(store, split.fit), example_range(store, split.calibrate)
+    n_fit, n_cal = fit_rows[1] - fit_rows[0], cal_rows[1] - cal_rows[0]
+    if n_fit == 0:
         raise InputError("the training sentences hold no examples", store_dir)
 
     t_features = time.perf_counter()
@@ -165,7 +176,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
         from training.features.selection import Selection, select_columns
 
         rule = Selection.parse(select_nmi)
-        fit_labels = [take_rows(labels_of[d].astype(np.int64), fit_rows) for d in mtype.directions]
+        fit_labels = [take_rows(labels_of[d], fit_rows).astype(np.int64) for d in mtype.directions]
         keep, nmi = select_columns(X_fit, fit_labels, len(mtype.classes), rule)
         X_fit, X_cal, keys = X_fit[:, keep], X_cal[:, keep], matrix.keys[keep]
         selection_meta = {"rule": str(rule), "kept": int(keep.sum()), "of": int(keep.size),
@@ -183,22 +194,22 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     models, directions_meta = [], {}
     t_train = time.perf_counter()
     for direction, column in zip(mtype.directions, columns):
-        labels = labels_of.pop(direction).astype(np.int64)
+        labels = labels_of.pop(direction)  # int8; the fit and calibration rows are widened
         if verbose:
-            print(f"train {family} {direction}: {fit_rows.size} examples x {matrix.X.shape[1]} features")
+            print(f"train {family} {direction}: {n_fit} examples x {matrix.X.shape[1]} features")
         t0 = time.perf_counter()
         model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose)
-        model.fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)
+        model.fit(X_fit, take_rows(labels, fit_rows).astype(np.int64), **fit_kwargs)
         fit_seconds = time.perf_counter() - t0
         info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
                                 "history": getattr(model, "history_", [])}
-        if cal_rows.size:
-            y_cal = take_rows(labels, cal_rows)
+        if n_cal:
+            y_cal = take_rows(labels, cal_rows).astype(np.int64)
             before = model.decision_function(X_cal)
             model.calibrate(X_cal, y_cal)
             probs = model.predict_proba(X_cal)
             info["calibration"] = {
-                "examples": int(cal_rows.size),
+                "examples": int(n_cal),
                 "accuracy": float(np.mean(np.argmax(before, axis=1) == y_cal)),
                 "log_loss_before": log_loss(log_softmax(before), y_cal),
                 "log_loss": log_loss(np.log(np.maximum(probs, 1e-300)), y_cal),
@@ -216,8 +227,8 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     metadata = {
         "training": {
             "store": str(Path(store_dir).resolve()),
-            "examples": {"fit": int(fit_rows.size), "calibration": int(cal_rows.size),
-                         "heldout": int(store.n_examples - fit_rows.size - cal_rows.size)},
+            "examples": {"fit": int(n_fit), "calibration": int(n_cal),
+                         "heldout": int(store.n_examples - n_fit - n_cal)},
             "sentences": {"fit": int(split.fit.sum()), "calibration": int(split.calibrate.sum()),
                           "heldout": int(split.heldout.sum())},
             "heldout_fraction": heldout_fraction, "calibration_fraction": calibration_fraction,

@@ -160,7 +160,22 @@ def _matrix(indptr: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_
     from memory. Code that wants to scale X gets a new matrix, as with any CSR.
     """
     data = np.broadcast_to(np.float32(1.0), (indices.shape[0],))
-    X = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, n_features), copy=False)
+    return csr_view(data, indices, indptr, (indptr.shape[0] - 1, n_features))
+
+
+def csr_view(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A CSR matrix over these arrays (sorted indices), without copying the column indices.
+
+    scipy's constructor casts the row pointers and the indices to one dtype: below 2^31
+    entries that is an int32 copy of the int64 row pointers (4 bytes a row, like a label),
+    which scipy's own operations need; past it, it would copy every int32 column index
+    to int64, so there the arrays are set after construction and the matrix is for our
+    chunked readers (features/rowchunks.py), not for scipy's operations."""
+    if indices.shape[0] < np.iinfo(np.int32).max:
+        X = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+    else:
+        X = sp.csr_matrix(shape, dtype=data.dtype)
+        X.data, X.indices, X.indptr = data, indices, indptr
     X.has_sorted_indices = True
     return X
 
