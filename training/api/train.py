@@ -31,7 +31,7 @@ from training.probability import log_loss, log_softmax
 from training.moses.types import MosesType, class_labels
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
-from training.features.matrix import build_matrix, csr_view
+from training.features.matrix import build_matrix, csr_view, distinct_pair_keys
 
 
 @dataclass(frozen=True)
@@ -186,10 +186,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
 
     fit_kwargs: dict[str, Any] = {}
     if cls.needs_pair_columns:  # the hybrid: which keys are pairs
-        from training.features.templates import pair_keys
-
-        seen = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(split.fit)]
-        fit_kwargs["pair_columns"] = np.isin(keys, np.concatenate(seen))
+        fit_kwargs["pair_columns"] = np.isin(keys, distinct_pair_keys(store, split.fit))
 
     models, directions_meta = [], {}
     t_train = time.perf_counter()

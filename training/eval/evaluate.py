@@ -22,6 +22,7 @@ import numpy as np
 
 from training import __version__
 from training.errors import InputError
+from training.features.matrix import SUB_BATCH_PAIRS, distinct_pair_keys, pair_slice
 from training.features.templates import pair_keys
 from training.eval.metrics import add_totals, slice_totals, summary_of_totals
 from training.modelfile.model import LoadedModel, load_model
@@ -57,12 +58,6 @@ def signature(model: LoadedModel, heldout_fraction: float) -> dict[str, Any]:
     }
 
 
-def seen_pair_keys(store: ExampleStore, train_mask: np.ndarray) -> np.ndarray:
-    """Sorted unique phrase-pair identity keys of the training sentences."""
-    parts = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(train_mask)]
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
-
-
 _MODEL: dict[str, LoadedModel] = {}  # a worker keeps the model it scored with last
 
 
@@ -70,8 +65,6 @@ def score_range(task: tuple) -> dict[str, dict[str, dict]] | None:
     """Task: the metric totals (metrics.slice_totals) of the held-out examples lo..hi-1,
     per direction and slice (all / seen / unseen), scored a sub-batch at a time as the
     server scores them; None when the range holds no held-out example."""
-    from training.features.matrix import SUB_BATCH_PAIRS, pair_slice
-
     model_path, store_path, lo, hi, heldout_path, seen_path = task
     model = _MODEL.get(model_path)
     if model is None:
@@ -128,7 +121,7 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
     first = store.first_example_of(int(np.argmax(heldout)))
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
         np.save(Path(tmp) / "heldout.npy", heldout)
-        np.save(Path(tmp) / "seen.npy", seen_pair_keys(store, ~heldout))
+        np.save(Path(tmp) / "seen.npy", distinct_pair_keys(store, ~heldout))
         tasks = [(str(Path(model_path).resolve()), str(Path(store.path).resolve()), lo,
                   min(lo + size, store.n_examples), str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "seen.npy"))
                  for lo in range(first, store.n_examples, size)]

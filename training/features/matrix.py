@@ -66,6 +66,20 @@ def pair_slice(batch: PairBatch, lo: int, hi: int) -> PairBatch:
         align_offsets=batch.align_offsets[lo:hi + 1] - a0)
 
 
+def distinct_pair_keys(store, sentence_mask: np.ndarray | None = None,
+                       step: int = 4 * SUB_BATCH_PAIRS) -> np.ndarray:
+    """Sorted unique phrase-pair identity keys (templates.pair_keys) of the masked
+    sentences, read `step` examples at a time (never a whole store chunk's batch)."""
+    from training.features.templates import pair_keys
+
+    parts = []
+    for lo in range(0, store.n_examples, step):
+        chunk = store.read_examples(lo, lo + step, sentence_mask)
+        if chunk is not None:
+            parts.append(np.unique(pair_keys(chunk.batch)))
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+
+
 def iter_keys(batch: PairBatch, spec: FeatureSpec, size: int = SUB_BATCH_PAIRS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """extract_keys over bounded slices of a large batch."""
     for lo in range(0, batch.n_pairs, size):
