@@ -58,6 +58,27 @@ def signature(model: LoadedModel, heldout_fraction: float) -> dict[str, Any]:
     }
 
 
+def seen_heldout_pairs(store: ExampleStore, heldout: np.ndarray, step: int = 4 * SUB_BATCH_PAIRS) -> np.ndarray:
+    """Sorted pair keys of the held-out sentences that also occur in the training ones.
+
+    Only the held-out pairs' distinct keys are held (a tenth of the examples at most),
+    and the training sentences are scanned `step` examples at a time against them, so
+    memory does not grow with the training part's distinct pairs."""
+    candidates = distinct_pair_keys(store, heldout)
+    seen = np.zeros(candidates.shape[0], dtype=bool)
+    if candidates.shape[0] == 0:
+        return candidates
+    train = ~heldout
+    for lo in range(0, store.n_examples, step):
+        chunk = store.read_examples(lo, lo + step, train)
+        if chunk is None:
+            continue
+        keys = pair_keys(chunk.batch)
+        pos = np.minimum(np.searchsorted(candidates, keys), candidates.shape[0] - 1)
+        seen[pos[candidates[pos] == keys]] = True
+    return candidates[seen]
+
+
 _MODEL: dict[str, LoadedModel] = {}  # a worker keeps the model it scored with last
 
 
@@ -121,7 +142,7 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
     first = store.first_example_of(int(np.argmax(heldout)))
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
         np.save(Path(tmp) / "heldout.npy", heldout)
-        np.save(Path(tmp) / "seen.npy", distinct_pair_keys(store, ~heldout))
+        np.save(Path(tmp) / "seen.npy", seen_heldout_pairs(store, heldout))
         tasks = [(str(Path(model_path).resolve()), str(Path(store.path).resolve()), lo,
                   min(lo + size, store.n_examples), str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "seen.npy"))
                  for lo in range(first, store.n_examples, size)]
