@@ -30,7 +30,8 @@ sync
 echo 3 > /proc/sys/vm/drop_caches
 echo "cap ${cap_mib} MiB, $family $features, store $store"
 status=0
-bash -c "echo \$\$ > '$cg/cgroup.procs'; exec env OMP_NUM_THREADS=1 moses-reorder train \
+root=$(cd "$(dirname "$0")/.." && pwd)   # this checkout's training package, not an installed one
+bash -c "echo \$\$ > '$cg/cgroup.procs'; cd '$root'; exec env OMP_NUM_THREADS=1 PYTHONPATH='$root' python3 -m training.cli train \
     --family '$family' --features '$features' --type wbe-msd-backward-fe --store '$store' \
     --out '$out/model.mrw'" 2>&1 | tr '\r' '\n' | grep -E '^(wrote|backward:)|Killed|rror' || status=$?
 [ -f "$out/model.mrw" ] || { echo "no model written (killed by the cap?)"; exit 1; }

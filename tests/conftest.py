@@ -60,3 +60,18 @@ def dask_cluster() -> str:
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address="127.0.0.1:0") as cluster:
         yield cluster.scheduler_address
+
+
+@pytest.fixture(scope="session")
+def store_2k(slice_2k, tmp_path_factory):
+    """Example store of the first 2,000 ja-en lines (hier-msd labels, 20k-example chunks),
+    made by the real `moses-reorder extract`."""
+    from training.cli import main as cli_main
+    from training.store.examples import ExampleStore
+
+    out = tmp_path_factory.mktemp("store") / "store"
+    code = cli_main(["extract", "--src", str(slice_2k["src"]), "--tgt", str(slice_2k["tgt"]),
+                     "--align", str(slice_2k["align"]), "--out", str(out), "--model", "hier-msd",
+                     "--chunk-examples", "20000", "--quiet"])
+    assert code == 0
+    return ExampleStore.open(out)

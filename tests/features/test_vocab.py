@@ -11,7 +11,8 @@ import pytest
 from training.cli import main as cli_main
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
-from training.features.matrix import FeatureVocab, _NpyAppender, build_matrix
+from training.features.matrix import FeatureVocab, build_matrix
+from training.npyfile import NpyAppender
 
 
 def all_keys(store, spec, sentence_mask=None):
@@ -100,7 +101,7 @@ def is_mapped(array) -> bool:
 def test_npy_appender_writes_what_np_save_writes(tmp_path, blocks):
     rng = np.random.default_rng(len(blocks))
     arrays = [rng.integers(-2**40, 2**40, size=n) for n in blocks]
-    out = _NpyAppender(tmp_path / "a.npy", np.int64)
+    out = NpyAppender(tmp_path / "a.npy", np.int64)
     for a in arrays:
         out.append(a)
     out.finish()

@@ -33,7 +33,7 @@ from training.progress import note
 from training.moses.types import MosesType, class_labels
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
-from training.features.matrix import build_matrix
+from training.features.matrix import build_matrix, csr_view, distinct_pair_keys
 
 
 @dataclass(frozen=True)
@@ -68,23 +68,36 @@ def _run(rows: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
-def take_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """values[rows]; a contiguous run (the usual case) is a view, not a copy."""
-    run = _run(rows)
+def take_rows(values: np.ndarray, rows: np.ndarray | tuple[int, int]) -> np.ndarray:
+    """values[rows] (an index array or a range (first, stop)); a contiguous run (the usual
+    case) is a view, not a copy."""
+    run = rows if isinstance(rows, tuple) else _run(rows)
     return values[run[0]:run[1]] if run else values[rows]
 
 
-def select_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
-    """Rows of X; a contiguous run (the usual case: sentences are in store order) is a view."""
-    run = _run(rows)
+def select_rows(X: sp.csr_matrix, rows: np.ndarray | tuple[int, int]) -> sp.csr_matrix:
+    """Rows of X (an index array or a range (first, stop)); a contiguous run (the usual
+    case: sentences are in store order) is a view, and one starting at row 0 keeps the
+    (mapped) row pointers themselves."""
+    run = rows if isinstance(rows, tuple) else _run(rows)
     if run:
         a, b = run
-        p0, p1 = X.indptr[a], X.indptr[b]
-        view = sp.csr_matrix((X.data[p0:p1], X.indices[p0:p1], X.indptr[a:b + 1] - p0),
-                             shape=(b - a, X.shape[1]), copy=False)
-        view.has_sorted_indices = X.has_sorted_indices
-        return view
+        p0, p1 = int(X.indptr[a]), int(X.indptr[b])
+        indptr = X.indptr[a:b + 1] if p0 == 0 else X.indptr[a:b + 1] - p0
+        return csr_view(X.data[p0:p1], X.indices[p0:p1], indptr, (b - a, X.shape[1]))
     return X[rows]
+
+
+def example_range(store: ExampleStore, mask: np.ndarray) -> tuple[int, int]:
+    """(first, stop) of the examples of a contiguous run of sentences (SentenceSplit's
+    parts are), found from the store's chunk index: no per-example array."""
+    chosen = np.flatnonzero(mask)
+    if chosen.size == 0:
+        return 0, 0
+    first, last = int(chosen[0]), int(chosen[-1])
+    if last - first + 1 != chosen.size:
+        raise InputError("a training split must be a contiguous run of sentences")
+    return store.first_example_of(first), store.first_example_of(last + 1)
 
 
 def drop_zero_rows(keys: np.ndarray, weights: np.ndarray, link: str, extras: dict[str, np.ndarray]
@@ -128,13 +141,15 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
                 heldout_fraction: float = defaults.HELDOUT_FRACTION, calibration_fraction: float | None = None,
                 params: dict[str, Any] | None = None, seed: int = defaults.SEED, float16: bool = False,
                 plot: str | Path | None = None, verbose: bool = False, select_nmi: str | None = None,
-                blas_threads: int | None = defaults.BLAS_THREADS) -> dict[str, Any]:
+                blas_threads: int | None = defaults.BLAS_THREADS, jobs: int | None = defaults.JOBS,
+                scheduler: str | None = None, memory: int | str | None = defaults.MEMORY) -> dict[str, Any]:
     """Train every direction of `moses_type` and write the weight file `out`; returns its metadata.
 
     None for `features`, `threshold` or `calibration_fraction` means the family's own
     default, else the project's (training.api.defaults.family_settings). `blas_threads`
     caps the BLAS library's threads while the classifiers fit and calibrate (None: the
-    library's own setting); the cap is lifted on return."""
+    library's own setting); the cap is lifted on return. jobs, scheduler and memory run
+    the feature stage (training.features.matrix.build_matrix)."""
     if blas_threads is not None and blas_threads < 1:
         raise InputError(f"blas_threads must be a positive number of threads or None, got {blas_threads}")
     start = time.perf_counter()
@@ -149,15 +164,14 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     columns = mtype.store_columns()
     labels_of = {d: class_labels(store, mtype, d) for d in mtype.directions}  # InputError if absent
     split = SentenceSplit.make(store.n_sentences, heldout_fraction, calibration_fraction)
-    sentence = store.sentence_of_examples()
-    fit_rows = np.flatnonzero(split.fit[sentence])
-    cal_rows = np.flatnonzero(split.calibrate[sentence])
-    del sentence  # n_examples x 4 bytes that training does not need
-    if fit_rows.size == 0:
+    fit_rows, cal_rows = example_range(store, split.fit), example_range(store, split.calibrate)
+    n_fit, n_cal = fit_rows[1] - fit_rows[0], cal_rows[1] - cal_rows[0]
+    if n_fit == 0:
         raise InputError("the training sentences hold no examples", store_dir)
 
     t_features = time.perf_counter()
-    matrix = build_matrix(store, spec, threshold, split.fit, progress=verbose)
+    matrix = build_matrix(store, spec, threshold, split.fit, progress=verbose, jobs=jobs,
+                          scheduler=scheduler, memory=memory)
     feature_seconds = time.perf_counter() - t_features
     if matrix.X.shape[1] == 0:
         raise InputError(f"no feature of {spec.name} occurs more than {threshold} times in the "
@@ -168,7 +182,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
         from training.features.selection import Selection, select_columns
 
         rule = Selection.parse(select_nmi)
-        fit_labels = [take_rows(labels_of[d].astype(np.int64), fit_rows) for d in mtype.directions]
+        fit_labels = [take_rows(labels_of[d], fit_rows).astype(np.int64) for d in mtype.directions]
         keep, nmi = select_columns(X_fit, fit_labels, len(mtype.classes), rule)
         X_fit, X_cal, keys = X_fit[:, keep], X_cal[:, keep], matrix.keys[keep]
         selection_meta = {"rule": str(rule), "kept": int(keep.sum()), "of": int(keep.size),
@@ -178,32 +192,29 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
 
     fit_kwargs: dict[str, Any] = {}
     if cls.needs_pair_columns:  # the hybrid: which keys are pairs
-        from training.features.templates import pair_keys
-
-        seen = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(split.fit)]
-        fit_kwargs["pair_columns"] = np.isin(keys, np.concatenate(seen))
+        fit_kwargs["pair_columns"] = np.isin(keys, distinct_pair_keys(store, split.fit))
 
     models, directions_meta = [], {}
     t_train = time.perf_counter()
     with threadpool_limits(limits=blas_threads, user_api="blas"):  # None: no change
         blas_in_force = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
         for direction, column in zip(mtype.directions, columns):
-            labels = labels_of.pop(direction).astype(np.int64)
-            note(f"train {family} {direction}: {fit_rows.size:,} examples x {matrix.X.shape[1]:,} features",
+            labels = labels_of.pop(direction)  # int8; the fit and calibration rows are widened
+            note(f"train {family} {direction}: {n_fit:,} examples x {matrix.X.shape[1]:,} features",
                  enabled=verbose)
             t0 = time.perf_counter()
             model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose)
-            model.fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)
+            model.fit(X_fit, take_rows(labels, fit_rows).astype(np.int64), **fit_kwargs)
             fit_seconds = time.perf_counter() - t0
             info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
                                     "history": getattr(model, "history_", [])}
-            if cal_rows.size:
-                y_cal = take_rows(labels, cal_rows)
+            if n_cal:
+                y_cal = take_rows(labels, cal_rows).astype(np.int64)
                 before = model.decision_function(X_cal)
                 model.calibrate(X_cal, y_cal)
                 probs = model.predict_proba(X_cal)
                 info["calibration"] = {
-                    "examples": int(cal_rows.size),
+                    "examples": int(n_cal),
                     "accuracy": float(np.mean(np.argmax(before, axis=1) == y_cal)),
                     "log_loss_before": log_loss(log_softmax(before), y_cal),
                     "log_loss": log_loss(np.log(np.maximum(probs, 1e-300)), y_cal),
@@ -221,8 +232,8 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     metadata = {
         "training": {
             "store": str(Path(store_dir).resolve()),
-            "examples": {"fit": int(fit_rows.size), "calibration": int(cal_rows.size),
-                         "heldout": int(store.n_examples - fit_rows.size - cal_rows.size)},
+            "examples": {"fit": int(n_fit), "calibration": int(n_cal),
+                         "heldout": int(store.n_examples - n_fit - n_cal)},
             "sentences": {"fit": int(split.fit.sum()), "calibration": int(split.calibrate.sum()),
                           "heldout": int(split.heldout.sum())},
             "heldout_fraction": heldout_fraction, "calibration_fraction": calibration_fraction,

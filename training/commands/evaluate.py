@@ -10,6 +10,8 @@ import argparse
 import json
 import sys
 
+from training.commands.argtypes import add_parallel_arguments
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -33,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "time and memory against data size (with --bench)")
     p.add_argument("--bench", metavar="JSON",
                    help="benchmark records [{family, examples, seconds, peak_mb}] for the scaling plot")
+    add_parallel_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -44,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from training.modelfile.model import load_model
 
     model = load_model(args.model)
-    report = evaluate(args.model, args.store, args.heldout_fraction, model=model)
+    report = evaluate(args.model, args.store, args.heldout_fraction, model=model, jobs=args.jobs,
+                      scheduler=args.scheduler, memory=args.memory)
     if args.plot:
         report["plots"] = report_figures(report, model, args.store, args.plot, args.bench)
     if report.get("warning"):

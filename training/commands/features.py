@@ -10,14 +10,15 @@ import argparse
 import sys
 
 from training import defaults
-from training.commands.argtypes import fraction, whole_number
+from training.commands.argtypes import add_parallel_arguments, fraction, whole_number
 
 
 def run(args: argparse.Namespace) -> int:
     from training.api import feature_matrix
 
     fm = feature_matrix(args.store, args.features, threshold=args.threshold, heldout_fraction=args.heldout,
-                        progress=not args.quiet)
+                        progress=not args.quiet, jobs=args.jobs, scheduler=args.scheduler,
+                        memory=args.memory)
     m = fm.meta
     if not args.quiet:
         print(f"features {fm.spec.name}: {fm.X.shape[0]} examples x {fm.X.shape[1]} features kept "
@@ -41,5 +42,6 @@ def register(subparsers) -> None:
     p.add_argument("--heldout", type=fraction, default=0.0, metavar="FRACTION",
                    help="count the vocabulary without the last FRACTION of sentences (the held-out split "
                         "of eval/experiment; default 0: all sentences)")
+    add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)

@@ -11,7 +11,7 @@ import argparse
 import time
 
 from training import defaults
-from training.commands.argtypes import hyperparameter, whole_number
+from training.commands.argtypes import add_parallel_arguments, hyperparameter, whole_number
 from training.errors import InputError
 from training.families import FAMILIES
 
@@ -56,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="BLAS threads while fitting (default %(default)s: more only spin in the solvers' "
                         "small vector algebra, and are much slower on a busy machine); 0 = the BLAS "
                         "library's own setting")
+    add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
     p.set_defaults(func=run)
 
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                        out=args.out, threshold=args.threshold, heldout_fraction=args.heldout_fraction,
                        calibration_fraction=args.calibration_fraction, params=given, seed=args.seed,
                        float16=args.float16, plot=args.plot, verbose=not args.quiet,
-                       select_nmi=args.select_nmi, blas_threads=args.blas_threads or None)
+                       select_nmi=args.select_nmi, blas_threads=args.blas_threads or None, jobs=args.jobs,
+                       scheduler=args.scheduler, memory=args.memory)
     if not args.quiet:
         t = meta["training"]
         for direction, info in t["directions"].items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,18 @@ import numpy as np
 
 from training import __version__
 from training.errors import InputError
+from training.features.batch import pair_slice
+from training.features.matrix import SUB_BATCH_PAIRS, distinct_pair_keys
 from training.features.templates import pair_keys
-from training.eval.metrics import classification_summary
+from training.eval.metrics import add_totals, slice_totals, summary_of_totals
 from training.modelfile.model import LoadedModel, load_model
 from training.moses.types import MosesType, class_labels
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
+
+
+RANGE_BYTES_PER_EXAMPLE = 4096  # a task's budget per example (batch, keys, scores): sets the range size
+MIN_RANGE_EXAMPLES, MAX_RANGE_EXAMPLES = 4096, 1 << 20
 
 
 def model_heldout_fraction(model: LoadedModel, default: float = 0.1) -> float:
@@ -114,24 +121,76 @@ def seen_pair_keys(store: ExampleStore, train_mask: np.ndarray) -> np.ndarray:
     """Sorted unique phrase-pair identity keys of the training sentences."""
     parts = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(train_mask)]
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+def seen_heldout_pairs(store: ExampleStore, heldout: np.ndarray, step: int = 4 * SUB_BATCH_PAIRS) -> np.ndarray:
+    """Sorted pair keys of the held-out sentences that also occur in the training ones.
+
+    Only the held-out pairs' distinct keys are held (a tenth of the examples at most),
+    and the training sentences are scanned `step` examples at a time against them, so
+    memory does not grow with the training part's distinct pairs."""
+    candidates = distinct_pair_keys(store, heldout)
+    seen = np.zeros(candidates.shape[0], dtype=bool)
+    if candidates.shape[0] == 0:
+        return candidates
+    train = ~heldout
+    for lo in range(0, store.n_examples, step):
+        chunk = store.read_examples(lo, lo + step, train)
+        if chunk is None:
+            continue
+        keys = pair_keys(chunk.batch)
+        pos = np.minimum(np.searchsorted(candidates, keys), candidates.shape[0] - 1)
+        seen[pos[candidates[pos] == keys]] = True
+    return candidates[seen]
 
 
-def heldout_predictions(model: LoadedModel, store: ExampleStore, heldout: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(global example indices, probabilities [n x outputs], pair keys) of the held-out pairs."""
-    examples, probs, keys = [], [], []
-    for chunk in store.iter_chunks(heldout):
-        examples.append(chunk.examples)
-        probs.append(model.predict_proba(chunk.batch))
-        keys.append(pair_keys(chunk.batch))
-    if not examples:
-        raise InputError("the held-out sentences hold no examples", store.path)
-    return np.concatenate(examples), np.concatenate(probs), np.concatenate(keys)
+_MODEL: dict[str, LoadedModel] = {}  # a worker keeps the model it scored with last
+
+
+def score_range(task: tuple) -> dict[str, dict[str, dict]] | None:
+    """Task: the metric totals (metrics.slice_totals) of the held-out examples lo..hi-1,
+    per direction and slice (all / seen / unseen), scored a sub-batch at a time as the
+    server scores them; None when the range holds no held-out example."""
+    model_path, store_path, lo, hi, heldout_path, seen_path = task
+    model = _MODEL.get(model_path)
+    if model is None:
+        _MODEL.clear()
+        model = _MODEL[model_path] = load_model(model_path)
+    store = ExampleStore.open(store_path)
+    chunk = store.read_examples(lo, hi, np.load(heldout_path, mmap_mode="r"))
+    if chunk is None:
+        return None
+    mtype = MosesType.parse(model.moses_type)
+    K = len(mtype.classes)
+    seen_keys = np.load(seen_path, mmap_mode="r")
+    labels = {d: class_labels(store, mtype, d, chunk.labels).astype(np.int64) for d in mtype.directions}
+    totals: dict[str, dict[str, dict]] = {d: {"all": None, "seen": None, "unseen": None} for d in mtype.directions}
+    n = chunk.batch.n_pairs
+    for a in range(0, n, SUB_BATCH_PAIRS):
+        b = min(a + SUB_BATCH_PAIRS, n)
+        batch = pair_slice(chunk.batch, a, b)
+        probs = model.predict_proba(batch)
+        keys = pair_keys(batch)
+        pos = np.minimum(np.searchsorted(seen_keys, keys), max(seen_keys.shape[0] - 1, 0))
+        seen = seen_keys[pos] == keys if seen_keys.shape[0] else np.zeros(b - a, dtype=bool)
+        for d, direction in enumerate(mtype.directions):
+            y, p = labels[direction][a:b], probs[:, d * K:(d + 1) * K]
+            for name, mask in (("all", slice(None)), ("seen", seen), ("unseen", ~seen)):
+                totals[direction][name] = add_totals(totals[direction][name], slice_totals(y[mask], p[mask], K))
+    return totals
 
 
 def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
-             heldout_fraction: float | None = None, model: LoadedModel | None = None) -> dict[str, Any]:
-    """The full report as a JSON-ready dict (see training/report.py for its text form)."""
+             heldout_fraction: float | None = None, model: LoadedModel | None = None, *,
+             jobs: int | None = None, scheduler: str | None = None,
+             memory: int | str | None = None) -> dict[str, Any]:
+    """The full report as a JSON-ready dict (see training/report.py for its text form).
+
+    The held-out examples are scored as tasks over example ranges (training/parallel.py:
+    `jobs` local processes or a Dask `scheduler`; the same report for any), each a
+    sub-batch at a time; only the metric totals come back, so memory does not grow with
+    the held-out set. `memory` sizes the ranges."""
+    from training import defaults
+    from training.parallel import parse_memory, resolve_jobs, run_tasks
+
     model = model or load_model(model_path)
     store = ExampleStore.open(store_dir)
     fraction = model_heldout_fraction(model) if heldout_fraction is None else heldout_fraction
@@ -139,10 +198,28 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
     heldout = heldout_sentences(store.n_sentences, fraction)
     if not heldout.any():
         raise InputError(f"held-out fraction {fraction} leaves no held-out sentence", store_dir)
-    examples, probs, keys = heldout_predictions(model, store, heldout)
-    seen_keys = seen_pair_keys(store, ~heldout)
-    seen = np.isin(keys, seen_keys, assume_unique=False)
-    K = len(mtype.classes)
+    jobs = resolve_jobs(jobs)
+    share = parse_memory(memory if memory is not None else defaults.MEMORY) // jobs
+    size = max(MIN_RANGE_EXAMPLES, min(MAX_RANGE_EXAMPLES, share // RANGE_BYTES_PER_EXAMPLE))
+    # Held-out sentences are the tail: ranges start at the first held-out example.
+    first = store.first_example_of(int(np.argmax(heldout)))
+    with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
+        np.save(Path(tmp) / "heldout.npy", heldout)
+        np.save(Path(tmp) / "seen.npy", seen_heldout_pairs(store, heldout))
+        tasks = [(str(Path(model_path).resolve()), str(Path(store.path).resolve()), lo,
+                  min(lo + size, store.n_examples), str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "seen.npy"))
+                 for lo in range(first, store.n_examples, size)]
+        parts = [t for t in run_tasks(score_range, tasks, jobs=jobs, scheduler=scheduler) if t is not None]
+    if not parts:
+        raise InputError("the held-out sentences hold no examples", store.path)
+    totals = {d: {name: None for name in ("all", "seen", "unseen")} for d in mtype.directions}
+    for part in parts:
+        for d in mtype.directions:
+            for name in totals[d]:
+                totals[d][name] = add_totals(totals[d][name], part[d][name])
+    first_direction = totals[mtype.directions[0]]
+    n_heldout = int(first_direction["all"]["confusion"].sum())
+    n_seen = int(first_direction["seen"]["confusion"].sum())
     store_corpus = (store.meta.get("corpus") or {}).get("sha256", "")
     report: dict[str, Any] = {
         "model": str(Path(model_path)),
@@ -153,18 +230,12 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
         "split": {
             "heldout_fraction": fraction,
             "heldout_sentences": int(heldout.sum()),
-            "heldout_examples": int(examples.size),
-            "seen_examples": int(seen.sum()),
+            "heldout_examples": n_heldout,
+            "seen_examples": n_seen,
             "description": (f"last {fraction:g} of sentences ({int(heldout.sum()):,} of {store.n_sentences:,}), "
-                            f"{examples.size:,} phrase pairs, {seen.mean():.1%} seen in training"),
+                            f"{n_heldout:,} phrase pairs, {n_seen / max(n_heldout, 1):.1%} seen in training"),
         },
-        "directions": {},
+        "directions": {d: {name: summary_of_totals(t, mtype.classes) for name, t in totals[d].items()}
+                       for d in mtype.directions},
     }
-    for d, direction in enumerate(mtype.directions):
-        y = class_labels(store, mtype, direction).astype(np.int64)[examples]
-        p = probs[:, d * K:(d + 1) * K]
-        report["directions"][direction] = {
-            name: classification_summary(y[mask], p[mask], mtype.classes)
-            for name, mask in (("all", np.ones_like(seen)), ("seen", seen), ("unseen", ~seen))
-        }
     return report

@@ -33,6 +33,7 @@ from training.families.registry import register
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
 from training.families.solvers.shrinking import run_shrinking
 from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
+from training.features.rowchunks import iter_row_chunks
 
 
 _LOG_TINY = np.log(1e-300)  # alpha never reaches 0: eq. 9 is undefined there
@@ -198,7 +199,8 @@ class DualMLR(ReorderingClassifier):
         alpha = np.full((n, K), self.init_eps / (K - 1), dtype=np.float64)  # eq. 15
         alpha[np.arange(n), y] = 1.0 - self.init_eps
         w = np.zeros((F + 1, K), dtype=np.float64)
-        _init_w(X.indptr, X.indices, X.data, y, bias, C, alpha, w)
+        for lo, hi, rows in iter_row_chunks(X):  # read with pread, never faulted in
+            _init_w(*rows, y[lo:hi], bias, C, alpha[lo:hi], w)
         log_alpha = np.log(alpha, out=alpha)
         objective = np.array([_dual_objective(w, log_alpha, C)])
 
@@ -206,14 +208,13 @@ class DualMLR(ReorderingClassifier):
             return _mlr_pass(*rows, bias, C, w, *state, index, active, tol,
                              int(self.max_trials), int(self.inner_steps), objective)
 
-        # stream=False: every pass over all rows in one random order, the matrix stays
-        # resident. With chunked passes and compact copies (the SVM's streaming) EG's
-        # tail on ja-en S6 at eps 0.01 stalled on a few coupled examples (1,000 passes,
-        # not converged, in 3 of 3 runs; 415-550 passes without).
+        # Streamed like the SVM's; EG's tail on ja-en S6 at eps 0.01 stalled on a few
+        # coupled examples under chunked visiting (1,000 passes, not converged) until the
+        # driver's stall test (shrinking.py) reactivates such a phase.
         result = run_shrinking(
             kernel, lambda: objective[0], (X.indptr, X.indices, X.data), (log_alpha,),
             float(self.eps), int(self.max_passes), int(self.seed), self.verbose,
-            family="dual-mlr", stream=False)
+            family="dual-mlr")
         self.history_, self.converged_ = result.history, result.converged
         self.max_violation_ = result.max_violation
         self.n_passes_ = len(self.history_)

@@ -31,18 +31,61 @@ This module must not read stores.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any, ClassVar
 
+import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.registry import get_family, register
-from training.families.naive_bayes import class_feature_counts
+from training.families.solvers.sparse import decision_scores
+from training.features.rowchunks import iter_row_chunks
+from training.npyfile import NpyAppender
 from training.probability import LOG_FLOOR, log_loss, log_softmax, softmax
 
 BETAS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+
+
+@nb.njit(nogil=True, cache=True)
+def _scan_rows(indptr, indices, pair_id, row_pair, col_count):
+    """Each row's pair (pair_id of its pair column, -1 if none) and every column's count;
+    returns the most pair columns found in one row."""
+    worst = 0
+    for r in range(indptr.shape[0] - 1):
+        found = 0
+        for p in range(indptr[r], indptr[r + 1]):
+            j = indices[p]
+            col_count[j] += 1
+            if pair_id[j] >= 0:
+                row_pair[r] = pair_id[j]
+                found += 1
+        worst = max(worst, found)
+    return worst
+
+
+@nb.njit(nogil=True, cache=True)
+def _restrict_rows(indptr, indices, data, keep, col_map, out_indptr, out_indices, out_data):
+    """The kept rows with their columns renumbered by col_map (-1: dropped); returns
+    (rows, entries) written. col_map is increasing, so columns stay sorted."""
+    rows = 0
+    w = 0
+    out_indptr[0] = 0
+    for r in range(indptr.shape[0] - 1):
+        if not keep[r]:
+            continue
+        for p in range(indptr[r], indptr[r + 1]):
+            c = col_map[indices[p]]
+            if c >= 0:
+                out_indices[w] = c
+                out_data[w] = data[p]
+                w += 1
+        rows += 1
+        out_indptr[rows] = w
+    return rows, w
 
 
 @register
@@ -74,42 +117,90 @@ class HybridBackoff(ReorderingClassifier):
         return base.from_params(self.base_params, n_classes=self.n_classes, verbose=self.verbose)
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray, pair_columns: np.ndarray | None = None) -> "HybridBackoff":
+        """One streamed pass finds each row's pair and the column counts; the base trains
+        on its rare rows' base columns, written to a temporary file and streamed from it
+        (no in-memory row or column slices of X)."""
         if pair_columns is None:
             raise InputError("hybrid: needs the pair-identity columns (train it with `moses-reorder train "
                              "--family hybrid --features S7,pair`)")
         X, y, K = self.check_Xy(X, y)
         self.pair_columns_ = np.asarray(pair_columns, dtype=bool)
         pairs = np.flatnonzero(self.pair_columns_)
-        X_pair = X[:, pairs]
-        if X.shape[0] and np.diff(X_pair.indptr).max() > 1:
-            raise InputError("hybrid: an example has two pair-identity keys")
-        counts, _ = class_feature_counts(X_pair, y, K)               # [K x P]
-        self.pair_count_ = counts.T                                   # [P x K]
-        col_count = np.bincount(X.indices, minlength=X.shape[1])
+        pair_id = np.full(X.shape[1], -1, dtype=np.int64)
+        pair_id[pairs] = np.arange(pairs.size)
+        row_pair = np.full(X.shape[0], -1, dtype=np.int64)
+        col_count = np.zeros(X.shape[1], dtype=np.int64)
+        for lo, hi, (indptr, indices, _) in iter_row_chunks(X):
+            if _scan_rows(indptr, indices, pair_id, row_pair[lo:hi], col_count) > 1:
+                raise InputError("hybrid: an example has two pair-identity keys")
+        has = row_pair >= 0
+        self.pair_count_ = np.bincount(row_pair[has] * K + y[has],
+                                       minlength=pairs.size * K).reshape(pairs.size, K).astype(np.float64)
         self.base_columns_ = np.flatnonzero(~self.pair_columns_ & (col_count > self.base_threshold))
         # Rare pairs: the rows whose pair has at most rare_max examples (a row without a
         # known pair key counts as rare: it is unseen by construction).
-        row_pair = np.full(X.shape[0], -1, dtype=np.int64)
-        has = np.diff(X_pair.indptr) == 1
-        row_pair[has] = X_pair.indices[X_pair.indptr[:-1][has]]
         n_pair = self.pair_count_.sum(axis=1)
         rare = (row_pair < 0) | (n_pair[np.maximum(row_pair, 0)] <= self.rare_max)
-        X_base = X[:, self.base_columns_]
-        self.base_model_ = self._base_model().fit(X_base[rare], y[rare])
+        with tempfile.TemporaryDirectory(prefix="hybrid-base-") as tmp:
+            X_base = self._base_rows(X, rare, Path(tmp))
+            self.base_model_ = self._base_model().fit(X_base, y[rare])
+            del X_base
         self.rare_examples_ = int(rare.sum())
-        # Training-time cache (not exported): base rows of the examples with a pair key.
+        # Training-time cache (not exported): the examples with a pair key and their base scores.
         self._rows = np.flatnonzero(has)
         self._row_pair = row_pair[has]
-        self._X_rows = X_base[self._rows]
+        self._X_source = X
         self._refresh_base()
         self.beta_ = float(self.beta) if self.beta is not None else 2.0
         self._set_pair_weights()
         self.history_ = list(getattr(self.base_model_, "history_", []))
         return self
 
+    def _column_map(self, n_columns: int) -> np.ndarray:
+        col_map = np.full(n_columns, -1, dtype=np.int64)
+        col_map[self.base_columns_] = np.arange(self.base_columns_.size)
+        return col_map
+
+    def _base_chunks(self, X: sp.csr_matrix, keep: np.ndarray):
+        """(first row, end row, CSR of the kept rows' base columns) chunk by chunk."""
+        col_map = self._column_map(X.shape[1])
+        for lo, hi, (indptr, indices, data) in iter_row_chunks(X):
+            out_indptr = np.empty(hi - lo + 1, dtype=np.int64)
+            out_indices = np.empty(indices.shape[0], dtype=np.int32)
+            out_data = np.empty(indices.shape[0], dtype=np.float32)
+            rows, nnz = _restrict_rows(indptr, indices, data, keep[lo:hi], col_map, out_indptr, out_indices,
+                                       out_data)
+            yield lo, hi, sp.csr_matrix((out_data[:nnz], out_indices[:nnz], out_indptr[:rows + 1]),
+                                        shape=(rows, self.base_columns_.size), copy=False)
+
+    def _base_rows(self, X: sp.csr_matrix, keep: np.ndarray, directory: Path) -> sp.csr_matrix:
+        """The kept rows' base columns as a CSR mapped from files in `directory`."""
+        indptr = NpyAppender(directory / "indptr.npy", np.int64)
+        indices = NpyAppender(directory / "indices.npy", np.int32)
+        data = NpyAppender(directory / "data.npy", np.float32)
+        indptr.append(np.zeros(1, dtype=np.int64))
+        for _, _, part in self._base_chunks(X, keep):
+            indptr.append(part.indptr[1:] + indices.count)
+            indices.append(part.indices)
+            data.append(part.data)
+        for appender in (indptr, indices, data):
+            appender.finish()
+        arrays = [np.load(directory / f"{name}.npy", mmap_mode="r") for name in ("data", "indices", "indptr")]
+        X_base = sp.csr_matrix(tuple(arrays), shape=(arrays[2].shape[0] - 1, self.base_columns_.size), copy=False)
+        X_base.has_sorted_indices = True
+        return X_base
+
+    def _base_scores(self, X: sp.csr_matrix, keep: np.ndarray) -> np.ndarray:
+        """The base model's decision values of the kept rows, a chunk at a time."""
+        parts = [np.asarray(self.base_model_.decision_function(part), dtype=np.float64)
+                 for _, _, part in self._base_chunks(X, keep)]
+        return np.concatenate(parts) if parts else np.zeros((0, self.pair_count_.shape[1]))
+
     def _refresh_base(self) -> None:
         """Base scores of the pair rows and qbar, each pair's mean base prediction."""
-        self._Z = np.asarray(self.base_model_.decision_function(self._X_rows), dtype=np.float64)
+        keep = np.zeros(self._X_source.shape[0], dtype=bool)
+        keep[self._rows] = True
+        self._Z = self._base_scores(self._X_source, keep)
         P = softmax(self._Z)
         self.pair_mean_proba_ = np.clip(self._pair_mean(P), 1e-6, 1.0)
 
@@ -136,7 +227,8 @@ class HybridBackoff(ReorderingClassifier):
         y = np.asarray(y, dtype=np.int64)
         if X.shape[0] == 0:
             return self
-        self.base_model_.calibrate(X[:, self.base_columns_], y)
+        with tempfile.TemporaryDirectory(prefix="hybrid-calibrate-") as tmp:
+            self.base_model_.calibrate(self._base_rows(X, np.ones(X.shape[0], dtype=bool), Path(tmp)), y)
         self._refresh_base()
         self._set_pair_weights()
         if self.beta is None:
@@ -153,7 +245,7 @@ class HybridBackoff(ReorderingClassifier):
         return self
 
     def export_arrays(self) -> dict[str, np.ndarray]:
-        for name in ("_rows", "_row_pair", "_X_rows", "_Z"):  # the training cache goes
+        for name in ("_rows", "_row_pair", "_X_source", "_Z"):  # the training cache goes
             self.__dict__.pop(name, None)
         W, b = self._weights()
         return {"weights": W, "bias": b}
@@ -167,7 +259,7 @@ class HybridBackoff(ReorderingClassifier):
 
     def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
         W, b = self._weights()
-        return np.asarray(sp.csr_matrix(X) @ W, dtype=np.float64) + b
+        return decision_scores(X, W, b)
 
     def fit_summary(self) -> dict[str, Any]:
         return {"beta": self.beta_, "pairs": int(self.pair_count_.shape[0]),

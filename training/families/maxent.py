@@ -29,16 +29,16 @@ from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
+from training.features.rowchunks import iter_row_chunks
 
 SOLVERS = ("lbfgs", "owlqn", "sgd")
 
 
 @nb.njit(nogil=True, cache=True)
-def _loss_grad(indptr, indices, data, y, W, bias, G):
-    """sum_i NLL_i at W ([F+1, K], last row = bias weights); G += its gradient."""
+def _loss_grad(indptr, indices, data, y, W, bias, G, total):
+    """total + sum_i NLL_i at W ([F+1, K], last row = bias weights); G += its gradient."""
     K = W.shape[1]
     s = np.empty(K)
-    total = 0.0
     for i in range(indptr.shape[0] - 1):
         row_dot(indptr, indices, data, i, W, bias, s)
         m = s[0]
@@ -58,9 +58,15 @@ def _loss_grad(indptr, indices, data, y, W, bias, G):
 
 
 def nll_and_grad(X: sp.csr_matrix, y: np.ndarray, W: np.ndarray, bias: float) -> tuple[float, np.ndarray]:
-    """Unregularised sum of negative log-likelihoods and its gradient, W [F+1, K]."""
+    """Unregularised sum of negative log-likelihoods and its gradient, W [F+1, K].
+
+    X is read a chunk of rows at a time (features/rowchunks.py: pread, no copy of the
+    matrix); the sums run in row order, as in one pass over the whole matrix."""
     G = np.zeros_like(W)
-    return float(_loss_grad(X.indptr, X.indices, X.data, y, W, bias, G)), G
+    total = 0.0
+    for lo, hi, rows in iter_row_chunks(X):
+        total = _loss_grad(*rows, y[lo:hi], W, bias, G, total)
+    return float(total), G
 
 
 def primal_objective(X: sp.csr_matrix, y: np.ndarray, W: np.ndarray, C: float, bias: float,

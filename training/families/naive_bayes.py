@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
+import numba as nb
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
@@ -35,22 +36,32 @@ from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
+from training.families.solvers.sparse import decision_scores
+from training.features.rowchunks import CHUNK_NNZ, iter_row_chunks
 from training.probability import LOG_FLOOR
 
 # A class never seen in training gets this log prior instead of -inf (Moses floors
 # log-probabilities at -100 the same way), so the softmax never sees an all -inf row.
 
 
+@nb.njit(nogil=True, cache=True)
+def _add_counts(indptr, indices, data, y, counts):
+    for i in range(indptr.shape[0] - 1):
+        k = y[i]
+        for p in range(indptr[i], indptr[i + 1]):
+            counts[k, indices[p]] += data[p]
+
+
 def class_feature_counts(X: sp.csr_matrix, y: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
     """Sum of feature values per class, [K x F] float64, and examples per class [K].
 
-    One sparse product Y^T X with Y the one-hot label matrix: a single pass over X's
-    non-zeros, no Python loop over rows or columns.
+    One streamed pass over X's rows a chunk at a time (features/rowchunks.py: pread,
+    no copy of the matrix), adding each row into its class's counts.
     """
     y = np.asarray(y, dtype=np.int64)
-    n = X.shape[0]
-    onehot = sp.csr_matrix((np.ones(n), (y, np.arange(n))), shape=(n_classes, n))
-    counts = np.asarray((onehot @ X).todense(), dtype=np.float64)
+    counts = np.zeros((n_classes, X.shape[1]), dtype=np.float64)
+    for lo, hi, rows in iter_row_chunks(X):
+        _add_counts(*rows, y[lo:hi], counts)
     return counts, np.bincount(y, minlength=n_classes).astype(np.float64)
 
 
@@ -71,17 +82,21 @@ def dirichlet_log_likelihood(X: sp.csr_matrix, alpha_post: np.ndarray, alpha_sum
     gammaln(alpha_km)], n_i = sum_m x_im. Exact for counts, not only for binary rows.
     """
     X = sp.csr_matrix(X)
-    n = X.shape[0]
-    x = X.data.astype(np.float64)
-    a = np.asarray(alpha_post, dtype=np.float64)[X.indices]            # nnz x K
-    per_value = gammaln(a + x[:, None]) - gammaln(a)
-    rows = np.repeat(np.arange(n), np.diff(X.indptr))
-    out = np.empty((n, a.shape[1]), dtype=np.float64)
-    for k in range(a.shape[1]):                                         # K <= 4 classes
-        out[:, k] = np.bincount(rows, weights=per_value[:, k], minlength=n)
-    row_total = np.bincount(rows, weights=x, minlength=n)
+    alpha_post = np.asarray(alpha_post, dtype=np.float64)
     A = np.asarray(alpha_sum, dtype=np.float64)[None, :]
-    out += gammaln(A) - gammaln(A + row_total[:, None])
+    out = np.empty((X.shape[0], alpha_post.shape[1]), dtype=np.float64)
+    # nnz x K float64 temporaries (four of them) per chunk only: chunks of an eighth of the
+    # usual size keep them near 24 MiB
+    for lo, hi, (indptr, indices, data) in iter_row_chunks(X, CHUNK_NNZ // 8):
+        n = hi - lo
+        x = np.asarray(data, dtype=np.float64)
+        a = alpha_post[indices]                                         # chunk nnz x K
+        per_value = gammaln(a + x[:, None]) - gammaln(a)
+        rows = np.repeat(np.arange(n), np.diff(indptr))
+        for k in range(a.shape[1]):                                     # K <= 4 classes
+            out[lo:hi, k] = np.bincount(rows, weights=per_value[:, k], minlength=n)
+        row_total = np.bincount(rows, weights=x, minlength=n)
+        out[lo:hi] += gammaln(A) - gammaln(A + row_total[:, None])
     return out
 
 
@@ -162,7 +177,7 @@ class MultinomialNBMap(_CountingNB):
 
     def _log_joint(self, X: sp.csr_matrix) -> np.ndarray:
         """ln p(o_k) + ln p(x|o_k) up to the multinomial coefficient C (eq. 6)."""
-        return np.asarray(X @ self.feature_log_prob_.T) + self.class_log_prior_
+        return decision_scores(X, np.ascontiguousarray(self.feature_log_prob_.T), self.class_log_prior_)
 
     def export_arrays(self) -> dict[str, np.ndarray]:
         """Softmax link: weights ln q_km / T, bias ln p(o_k) / T."""

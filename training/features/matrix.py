@@ -6,6 +6,18 @@ CSR rows over those keys. `build_matrix` streams a whole example store through i
 twice (count, then map) and caches the result under STORE/features/ so that several
 trainers reuse one matrix. This module must not extract features itself (it calls
 training/features.py) nor know about labels or families.
+
+Both passes are tasks of the shared runner (training/parallel.py: in-process, local
+processes or Dask), over ranges of examples, with memory bounded by `--memory`, never
+by the corpus:
+- count: each task counts the keys of its range and spills them to disk sorted and
+  cut into 2^PARTITION_BITS partitions by their top bits; then each group of
+  consecutive partitions (sized to the budget) is merged from every spill, thresholded
+  and returned sorted, so the kept keys come out globally sorted in partition order;
+- map: each task maps its range to CSR rows over the kept keys; the rows are appended
+  to the cache in task order.
+Results come back in task order, so the cache is byte-identical for any number of
+jobs and on any cluster (the workers must see the store's path).
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ from training import __version__
 from training.atomic import fsync_directory
 from training.features.batch import PairBatch, pair_slice
 from training.errors import InputError
-from training.npyfile import NpyAppender as _NpyAppender  # noqa: F401 (also the tests' name)
+from training.npyfile import NpyAppender
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
 from training.progress import progress as reporter
@@ -37,7 +49,24 @@ from training.features.keytable import KeyCounter, KeyIndex, find_row
 
 # Pairs per extraction call: bounds the key buffer (S15 can reach ~1,500 keys for one pair).
 SUB_BATCH_PAIRS = 65_536
+PARTITION_BITS = 10  # count spills are cut into 1,024 partitions by the keys' top bits
+TASK_BYTES_PER_EXAMPLE = 4096  # a task's budget per example (batch, keys, counter): sets the range size
+MIN_TASK_EXAMPLES, MAX_TASK_EXAMPLES = 16_384, 1 << 20
 CACHE_FORMAT = "moses-reorder-features"
+
+
+def distinct_pair_keys(store, sentence_mask: np.ndarray | None = None,
+                       step: int = 4 * SUB_BATCH_PAIRS) -> np.ndarray:
+    """Sorted unique phrase-pair identity keys (templates.pair_keys) of the masked
+    sentences, read `step` examples at a time (never a whole store chunk's batch)."""
+    from training.features.templates import pair_keys
+
+    parts = []
+    for lo in range(0, store.n_examples, step):
+        chunk = store.read_examples(lo, lo + step, sentence_mask)
+        if chunk is not None:
+            parts.append(np.unique(pair_keys(chunk.batch)))
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
 
 
 def iter_keys(batch: PairBatch, spec: FeatureSpec, size: int = SUB_BATCH_PAIRS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -134,7 +163,22 @@ def _matrix(indptr: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_
     from memory. Code that wants to scale X gets a new matrix, as with any CSR.
     """
     data = np.broadcast_to(np.float32(1.0), (indices.shape[0],))
-    X = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, n_features), copy=False)
+    return csr_view(data, indices, indptr, (indptr.shape[0] - 1, n_features))
+
+
+def csr_view(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A CSR matrix over these arrays (sorted indices), without copying the column indices.
+
+    scipy's constructor casts the row pointers and the indices to one dtype: below 2^31
+    entries that is an int32 copy of the int64 row pointers (4 bytes a row, like a label),
+    which scipy's own operations need; past it, it would copy every int32 column index
+    to int64, so there the arrays are set after construction and the matrix is for our
+    chunked readers (features/rowchunks.py), not for scipy's operations."""
+    if indices.shape[0] < np.iinfo(np.int32).max:
+        X = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+    else:
+        X = sp.csr_matrix(shape, dtype=data.dtype)
+        X.data, X.indices, X.indptr = data, indices, indptr
     X.has_sorted_indices = True
     return X
 
@@ -188,13 +232,20 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 
 def build_matrix(store, spec: FeatureSpec | str, threshold: int,
                  sentence_mask: np.ndarray | None = None, *, cache: bool = True,
-                 progress: bool = False) -> FeatureMatrix:
+                 progress: bool = False, jobs: int | None = 1, scheduler: str | None = None,
+                 memory: int | str | None = None) -> FeatureMatrix:
     """X [n_examples x F] over ALL store examples, vocabulary counted on the masked sentences.
 
     The cache lives in STORE/features/<spec>-t<threshold>[-m<mask digest>]/ and is built
     in a temporary sibling directory and renamed into place, so a crash leaves no half
-    cache and two concurrent builders cannot corrupt each other.
+    cache and two concurrent builders cannot corrupt each other. jobs / scheduler: the
+    task runner's (training/parallel.py); memory: the budget (bytes or "4G") that sizes
+    the tasks and the merge groups. cache=False builds the same files in a temporary
+    directory and returns the matrix in memory.
     """
+    from training import defaults
+    from training.parallel import parse_memory, resolve_jobs
+
     spec = spec if isinstance(spec, FeatureSpec) else FeatureSpec.parse(spec)
     threshold = int(threshold)
     if sentence_mask is not None:
@@ -207,79 +258,204 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
         found = _load_cache(target, store, spec, threshold)
         if found is not None:
             return found
-    started = time.perf_counter()
-    chunks = reporter(store.iter_chunks(sentence_mask), total=len(store.meta["chunks"]),
-                      desc=f"count {spec.name}", unit="chunk", enabled=progress)
-    vocab = FeatureVocab(spec, threshold).fit(chunk.batch for chunk in chunks)
-    count_seconds = time.perf_counter() - started
-    rows = _column_rows(store, vocab, spec)
-    meta = {
-        "format": CACHE_FORMAT, "version": 1, "spec": spec.name, "threshold": threshold,
-        "store": _store_identity(store), "n_features": vocab.n_features, "n_distinct": vocab.n_distinct_,
-        "mask_sentences": None if sentence_mask is None else int(sentence_mask.sum()),
-        "count_seconds": round(count_seconds, 3), "software_version": __version__,
-    }
+    plan = _Plan(store, spec, threshold, resolve_jobs(jobs), scheduler,
+                 parse_memory(memory if memory is not None else defaults.MEMORY))
     if not cache:
-        X = _csr(list(rows), vocab.n_features)
-        _check_rows(X.shape[0], store)
-        meta.update(nnz=int(X.nnz), seconds=round(time.perf_counter() - started, 3))
-        return FeatureMatrix(X, vocab.keys_, spec, threshold, meta, None)
-    _write_cache(root, target, vocab, rows, store, meta, started)
+        with tempfile.TemporaryDirectory(prefix="features-") as tmp:
+            built = _build(plan, Path(tmp) / "matrix", sentence_mask, progress)
+            X = _matrix(np.load(built / "indptr.npy"), np.load(built / "indices.npy"),
+                        int(np.load(built / "keys.npy", mmap_mode="r").shape[0]))
+            keys = np.load(built / "keys.npy")
+            meta = json.loads((built / "meta.json").read_text(encoding="utf-8"))
+        return FeatureMatrix(X, keys, spec, threshold, meta, None)
+    root.mkdir(exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=root))
+    try:
+        _build(plan, tmp, sentence_mask, progress)
+        if target.exists():  # another builder finished first: same content, keep theirs
+            shutil.rmtree(tmp)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_directory(root)
     found = _load_cache(target, store, spec, threshold)
     if found is None:
         raise InputError(f"feature cache {target} was written but cannot be read back", store.path)
     return found
 
 
-def _column_rows(store, vocab: FeatureVocab, spec: FeatureSpec) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(indptr, column indices) of every store example, a sub-batch at a time, in order."""
-    expected_first = 0
-    for chunk in store.iter_chunks():
-        if chunk.examples.shape[0] and int(chunk.examples[0]) != expected_first:
-            raise InputError("store chunks are not in example order", store.path)
-        expected_first += chunk.examples.shape[0]
-        for keys in iter_keys(chunk.batch, spec):
-            yield vocab.transform_keys(*keys)
+@dataclass(frozen=True)
+class _Plan:
+    """What the tasks of one build share: the store, the features and how to run."""
+
+    store: Any
+    spec: FeatureSpec
+    threshold: int
+    jobs: int
+    scheduler: str | None
+    memory: int
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """Example ranges of the tasks: as many examples as a job's share of the budget holds."""
+        share = self.memory // max(1, self.jobs)
+        size = min(MAX_TASK_EXAMPLES, max(MIN_TASK_EXAMPLES, share // TASK_BYTES_PER_EXAMPLE))
+        n = self.store.n_examples
+        return [(lo, min(lo + size, n)) for lo in range(0, n, size)] or [(0, 0)]
+
+    def run(self, fn, tasks: list, progress: bool, desc: str):
+        from training.parallel import iter_tasks
+
+        results = iter_tasks(fn, tasks, jobs=self.jobs, scheduler=self.scheduler)
+        return reporter(results, total=len(tasks), desc=desc, unit="task", enabled=progress)
 
 
-def _check_rows(n_rows: int, store) -> None:
-    if n_rows != store.n_examples:
-        raise InputError(f"store yielded {n_rows} examples, its metadata says {store.n_examples}", store.path)
-
-
-def _write_cache(root: Path, target: Path, vocab: FeatureVocab, rows: Iterable[tuple[np.ndarray, np.ndarray]],
-                 store, meta: dict, started: float) -> None:
-    """Stream the rows into a temporary sibling of `target` and rename it into place.
-
-    Only one sub-batch of rows is in memory at a time: the matrix is never assembled
-    here, the trainers map the finished files.
-    """
-    root.mkdir(exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=root))
-    indptr = _NpyAppender(tmp / "indptr.npy", np.int64)
-    indices = _NpyAppender(tmp / "indices.npy", np.int32)
+def _build(plan: _Plan, out: Path, sentence_mask: np.ndarray | None, progress: bool) -> Path:
+    """Count, threshold and map into the directory `out` (created): keys.npy, counts.npy,
+    indptr.npy, indices.npy, meta.json. Spills live in out/spill until the merge is done."""
+    started = time.perf_counter()
+    store, spec = plan.store, plan.spec
+    out.mkdir(parents=True, exist_ok=True)
+    spill = out / "spill"
+    spill.mkdir()
+    mask_path = None
+    if sentence_mask is not None:
+        mask_path = str(spill / "mask.npy")
+        _save_npy(Path(mask_path), sentence_mask)
+    ranges = plan.ranges()
+    count_tasks = [(str(store.path), spec.name, lo, hi, mask_path, str(spill / f"count-{i:05d}"))
+                   for i, (lo, hi) in enumerate(ranges)]
+    spills = list(plan.run(count_range, count_tasks, progress, f"count {spec.name}"))
+    merge_tasks = _merge_groups(spills, plan.threshold, plan.memory // max(1, plan.jobs))
+    keys, counts, n_distinct = [], [], 0
+    for k, c, d in plan.run(merge_partitions, merge_tasks, progress, "merge"):
+        keys.append(k)
+        counts.append(c)
+        n_distinct += d
+    shutil.rmtree(spill)
+    keys = np.concatenate(keys) if keys else np.empty(0, dtype=np.uint64)
+    _save_npy(out / "keys.npy", keys)
+    _save_npy(out / "counts.npy", np.concatenate(counts).astype(np.uint32) if counts else
+              np.empty(0, dtype=np.uint32))
+    count_seconds = time.perf_counter() - started
+    del keys, counts
+    map_tasks = [(str(store.path), spec.name, str(out / "keys.npy"), lo, hi) for lo, hi in ranges]
+    indptr = NpyAppender(out / "indptr.npy", np.int64)
+    indices = NpyAppender(out / "indices.npy", np.int32)
     try:
-        _save_npy(tmp / "keys.npy", vocab.keys_)
-        _save_npy(tmp / "counts.npy", vocab.counts_.astype(np.uint32))
         indptr.append(np.zeros(1, dtype=np.int64))
-        for ptr, cols in rows:
+        for ptr, cols in plan.run(map_range, map_tasks, progress, f"map {spec.name}"):
             indptr.append(ptr[1:] + indices.count)
             indices.append(cols)
         _check_rows(indptr.count - 1, store)
         indptr.finish()
         indices.finish()
-        meta.update(nnz=indices.count, seconds=round(time.perf_counter() - started, 3))
-        with open(tmp / "meta.json", "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(meta, indent=2) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        if target.exists():  # another builder finished first: same content, keep theirs
-            shutil.rmtree(tmp)
-            return
-        os.rename(tmp, target)
     except BaseException:
         indptr.close()
         indices.close()
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
-    fsync_directory(root)
+    meta = {
+        "format": CACHE_FORMAT, "version": 1, "spec": spec.name, "threshold": plan.threshold,
+        "store": _store_identity(store), "n_features": int(np.load(out / "keys.npy", mmap_mode="r").shape[0]),
+        "n_distinct": n_distinct,
+        "mask_sentences": None if sentence_mask is None else int(sentence_mask.sum()),
+        "count_seconds": round(count_seconds, 3), "software_version": __version__,
+        "nnz": indices.count, "seconds": round(time.perf_counter() - started, 3),
+    }
+    with open(out / "meta.json", "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(meta, indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    return out
+
+
+def _open_store(path: str):
+    from training.store.examples import ExampleStore
+
+    return ExampleStore.open(path)
+
+
+def count_range(task: tuple) -> tuple[str, np.ndarray]:
+    """Task: count the keys of examples lo..hi-1 (masked sentences only) and spill them.
+
+    The spill (`prefix`.keys.npy / .counts.npy) holds the range's distinct keys sorted
+    with their counts; its partition p is [bounds[p], bounds[p+1]). Returns (prefix, bounds).
+    """
+    store_path, spec_name, lo, hi, mask_path, prefix = task
+    store = _open_store(store_path)
+    spec = FeatureSpec.parse(spec_name)
+    mask = None if mask_path is None else np.load(mask_path, mmap_mode="r")
+    counter = KeyCounter()
+    chunk = store.read_examples(lo, hi, mask) if hi > lo else None
+    if chunk is not None:
+        for _, keys in iter_keys(chunk.batch, spec):
+            counter.add(keys)
+    keys, counts = counter.items()
+    edges = np.arange(1 << PARTITION_BITS, dtype=np.uint64) << np.uint64(64 - PARTITION_BITS)
+    bounds = np.append(np.searchsorted(keys, edges), keys.shape[0]).astype(np.int64)
+    _save_npy(Path(prefix + ".keys.npy"), keys)
+    _save_npy(Path(prefix + ".counts.npy"), counts)
+    return prefix, bounds
+
+
+def _merge_groups(spills: list[tuple[str, np.ndarray]], threshold: int, budget: int) -> list[tuple]:
+    """Merge tasks: consecutive partitions whose spilled entries fit a quarter of a job's
+    budget (12 bytes an entry, sorting needs a few copies)."""
+    n_parts = 1 << PARTITION_BITS
+    sizes = np.zeros(n_parts, dtype=np.int64)
+    for _, bounds in spills:
+        sizes += np.diff(bounds)
+    limit = max(1, budget // 4 // 12)
+    groups, start, total = [], 0, 0
+    for p in range(n_parts):
+        if total and total + sizes[p] > limit:
+            groups.append((start, p))
+            start, total = p, 0
+        total += int(sizes[p])
+    groups.append((start, n_parts))
+    return [(spills, lo, hi, threshold) for lo, hi in groups]
+
+
+def merge_partitions(task: tuple) -> tuple[np.ndarray, np.ndarray, int]:
+    """Task: partitions lo..hi-1 of every spill summed; (kept keys sorted, their counts,
+    distinct keys seen) with kept = count > threshold."""
+    spills, lo, hi, threshold = task
+    keys, counts = [], []
+    for prefix, bounds in spills:
+        a, b = int(bounds[lo]), int(bounds[hi])
+        if b > a:
+            keys.append(np.array(np.load(prefix + ".keys.npy", mmap_mode="r")[a:b]))
+            counts.append(np.array(np.load(prefix + ".counts.npy", mmap_mode="r")[a:b]))
+    if not keys:
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32), 0
+    keys, counts = np.concatenate(keys), np.concatenate(counts).astype(np.uint64)
+    order = np.argsort(keys, kind="stable")
+    keys, counts = keys[order], counts[order]
+    first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    totals = np.add.reduceat(counts, first)
+    keep = totals > threshold
+    return keys[first][keep], totals[keep].astype(np.uint32), int(first.shape[0])
+
+
+_VOCAB: dict[str, FeatureVocab] = {}  # a worker keeps the last vocabulary it mapped with
+
+
+def map_range(task: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Task: (indptr, column indices) of examples lo..hi-1 over the kept keys at keys_path."""
+    store_path, spec_name, keys_path, lo, hi = task
+    vocab = _VOCAB.get(keys_path)
+    if vocab is None:
+        _VOCAB.clear()
+        vocab = _VOCAB[keys_path] = FeatureVocab(spec_name, 0).set_keys(np.load(keys_path))
+    chunk = _open_store(store_path).read_examples(lo, hi) if hi > lo else None
+    if chunk is None:
+        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32)
+    parts = [vocab.transform_keys(*k) for k in iter_keys(chunk.batch, vocab.spec)]
+    X = _csr(parts, vocab.n_features)
+    return X.indptr, X.indices
+
+
+def _check_rows(n_rows: int, store) -> None:
+    if n_rows != store.n_examples:
+        raise InputError(f"store yielded {n_rows} examples, its metadata says {store.n_examples}", store.path)

@@ -130,8 +130,10 @@ def label_source(store, moses_type: MosesType, direction: str):
                      f"extract with --model {moses_type.extract_model}", store.path)
 
 
-def class_labels(store, moses_type: MosesType, direction: str):
-    """One direction's labels of every store example in the type's class coding (int8)."""
+def class_labels(store, moses_type: MosesType, direction: str, chunk_labels=None):
+    """One direction's labels in the type's class coding (int8): of every store example, or
+    with `chunk_labels` (a StoreChunk's raw `labels` [m, columns]) of those examples only."""
     column, fold = label_source(store, moses_type, direction)
-    labels = store.load_labels(list(store.label_columns)[column])
+    labels = (store.load_labels(list(store.label_columns)[column]) if chunk_labels is None
+              else chunk_labels[:, column])
     return labels if fold is None else fold[labels]

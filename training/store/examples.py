@@ -302,29 +302,67 @@ class ExampleStore:
         chunk = self.meta["chunks"][k]
         return {"meta": chunk, **{name: self._chunk_array(chunk, name) for name in CHUNK_ARRAYS}}
 
+    def _check_mask(self, sentence_mask: np.ndarray | None) -> np.ndarray | None:
+        if sentence_mask is None:
+            return None
+        sentence_mask = np.asarray(sentence_mask, dtype=bool)
+        if sentence_mask.shape != (self.n_sentences,):
+            raise InputError(f"sentence_mask must have shape ({self.n_sentences},), got {sentence_mask.shape}")
+        return sentence_mask
+
+    def _chunk_of(self, arrays: dict, examples: np.ndarray, sentence_mask: np.ndarray | None
+                  ) -> StoreChunk | None:
+        """The StoreChunk of some examples' arrays, only the masked sentences' (None if none)."""
+        if sentence_mask is not None:
+            keep = sentence_mask[arrays["sentence"]]
+            if not keep.any():
+                return None
+            if not keep.all():
+                arrays = {name: a[keep] for name, a in arrays.items()}
+                examples = examples[keep]
+        arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+        return StoreChunk(**arrays, batch=self.batch(arrays["sentence"], arrays["src_start"],
+                                                    arrays["src_end"], arrays["tgt_start"],
+                                                    arrays["tgt_end"]), examples=examples)
+
     def iter_chunks(self, sentence_mask: np.ndarray | None = None,
                     chunks: range | None = None) -> Iterator[StoreChunk]:
         """Chunks in order (only those numbered in `chunks` if given); with a bool mask over
         sentences only their examples (empty chunks skipped)."""
-        if sentence_mask is not None:
-            sentence_mask = np.asarray(sentence_mask, dtype=bool)
-            if sentence_mask.shape != (self.n_sentences,):
-                raise InputError(f"sentence_mask must have shape ({self.n_sentences},), got {sentence_mask.shape}")
+        sentence_mask = self._check_mask(sentence_mask)
         all_chunks = self.meta["chunks"]
         for chunk in (all_chunks if chunks is None else [all_chunks[k] for k in chunks]):
             arrays = {name: self._chunk_array(chunk, name) for name in CHUNK_ARRAYS}
             examples = np.arange(chunk["first_example"], chunk["first_example"] + chunk["examples"])
-            if sentence_mask is not None:
-                keep = sentence_mask[arrays["sentence"]]
-                if not keep.any():
-                    continue
-                if not keep.all():
-                    arrays = {name: a[keep] for name, a in arrays.items()}
-                    examples = examples[keep]
-            arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
-            yield StoreChunk(**arrays, batch=self.batch(arrays["sentence"], arrays["src_start"],
-                                                        arrays["src_end"], arrays["tgt_start"],
-                                                        arrays["tgt_end"]), examples=examples)
+            found = self._chunk_of(arrays, examples, sentence_mask)
+            if found is not None:
+                yield found
+
+    def first_example_of(self, sentence: int) -> int:
+        """Index of the first example of `sentence` or of a later one (n_examples if none)."""
+        for chunk in self.meta["chunks"]:
+            if chunk["examples"] and chunk["last_sentence"] >= sentence:
+                sent = self._chunk_array(chunk, "sentence")
+                return int(chunk["first_example"] + np.searchsorted(sent, sentence))
+        return self.n_examples
+
+    def read_examples(self, first: int, stop: int, sentence_mask: np.ndarray | None = None
+                      ) -> StoreChunk | None:
+        """Examples first..stop-1 (any range, across store chunks) as one StoreChunk; with a
+        mask only the masked sentences' examples (None when that leaves none). What a
+        sharded stage's task reads: a range of rows, not a whole store chunk."""
+        sentence_mask = self._check_mask(sentence_mask)
+        first, stop = max(0, int(first)), min(self.n_examples, int(stop))
+        parts = []
+        for chunk in self.meta["chunks"]:
+            a = chunk["first_example"]
+            lo, hi = max(first, a), min(stop, a + chunk["examples"])
+            if lo < hi:
+                parts.append({name: self._chunk_array(chunk, name)[lo - a:hi - a] for name in CHUNK_ARRAYS})
+        if not parts:
+            return None
+        arrays = {name: np.concatenate([p[name] for p in parts]) for name in CHUNK_ARRAYS}
+        return self._chunk_of(arrays, np.arange(first, stop, dtype=np.int64), sentence_mask)
 
     def batch(self, sentence, src_start, src_end, tgt_start, tgt_end) -> PairBatch:
         """The PairBatch of some examples: their sentences' source hashes, target phrases, alignment."""

@@ -14,16 +14,18 @@ Every source offers the same small interface:
 
 Memory is what shrinking buys (the SVM paper's "50% reduction"), so a source keeps only
 what the current passes need resident:
-- `Resident`: the whole matrix, each pass one random order over the active examples.
-  The dual MLR uses it: the slow tail of its exponentiated gradient stalled under
-  streaming (dual_mlr.py says where).
+- `Resident`: the whole matrix, each pass one random order over the active examples
+  (the base of `Compacted`; for callers whose rows are small and in memory).
 - `Streamed`: a pass visits the full matrix a chunk at a time (CHUNK_NNZ stored entries,
   ~8 MiB of column indices): a chunk is an equal share of randomly drawn blocks of
   1,024 consecutive rows, redrawn every pass, and it is visited in a random order. The
-  next chunk is read ahead and a finished one's pages of the memory-mapped feature
-  cache are handed back (pagecache.py), so the mapped matrix is never resident as a
-  whole. Chunked visiting is a coarser shuffle than one random order over all rows; for
-  the SVM it changed the number of passes by no more than seeds do.
+  chunk's rows are read with pread into reusable buffers (features/rowchunks.py) and
+  its examples' state is copied beside them and written back after the chunk, so the
+  kernel sees a small compact problem and the memory-mapped feature cache is never
+  faulted in (a fault maps a whole 2 MB page-cache folio: RESULTS "Issue 4"). Chunked
+  visiting is a coarser shuffle than one random order over all rows; for the SVM it
+  changed the number of passes by no more than seeds do, and the dual MLR converges
+  under it with the driver's stall test (shrinking.py).
 - `Compacted`: once the active set of a streamed problem is at most COMPACT_BELOW of
   the rows, its rows and per-example state are copied out and the passes until the next
   reactivation run on that copy (one random order per pass, as `Resident`); it is
@@ -43,9 +45,8 @@ from collections.abc import Callable
 import numba as nb
 import numpy as np
 
-from training.families.solvers.pagecache import release, will_need
+from training.features.rowchunks import CHUNK_NNZ, RowReader, chunk_bounds
 
-CHUNK_NNZ = 1 << 21  # stored entries per chunk of a full pass: 8 MiB of int32 column indices
 BLOCK_LOG2 = 10  # rows join chunks in blocks of 1,024 consecutive rows
 COMPACT_BELOW = 0.25  # copy the active rows out once they are at most this fraction
 
@@ -104,24 +105,25 @@ def _bucket(index, active, block_chunk, n_chunks, starts):
 
 
 @nb.njit(nogil=True, cache=True)
-def _row_lengths(indptr, ids, out_indptr):
-    out_indptr[0] = 0
-    for r in range(ids.shape[0]):
-        i = ids[r]
-        out_indptr[r + 1] = out_indptr[r] + indptr[i + 1] - indptr[i]
-
-
-@nb.njit(nogil=True, cache=True)
-def _gather_rows(indptr, indices, data, ids, lo, hi, out_indptr, out_indices, out_data, copy_data):
-    """Copy rows ids[lo:hi] into the compact CSR whose row pointers out_indptr holds."""
+def _gather_rows(indptr, indices, data, ids, offset, lo, hi, out_indptr, out_indices, out_data,
+                 copy_data):
+    """Copy rows ids[lo:hi] - offset of a chunk into the compact CSR whose row pointers
+    out_indptr holds."""
     for r in range(lo, hi):
-        i = ids[r]
+        i = ids[r] - offset
         pos = out_indptr[r]
         for p in range(indptr[i], indptr[i + 1]):
             out_indices[pos] = indices[p]
             if copy_data:
                 out_data[pos] = data[p]
             pos += 1
+
+
+@nb.njit(nogil=True, cache=True)
+def _to_local(part, ids, out):
+    """out[s] = position of part[s] in the sorted ids (every part[s] is one of them)."""
+    for s in range(part.shape[0]):
+        out[s] = np.searchsorted(ids, part[s])
 
 
 def row_chunks(indptr: np.ndarray, n: int, chunk_nnz: int) -> int:
@@ -153,54 +155,34 @@ def _row_spans(block_chunk: np.ndarray, c: int, n: int) -> list[tuple[int, int]]
             for run in np.split(blocks, breaks)]
 
 
-def _read_ahead(rows: Rows, spans: list[tuple[int, int]]) -> None:
-    indptr, indices, _ = rows
-    for lo, hi in spans:
-        will_need(indices, int(indptr[lo]), int(indptr[hi]))
-        will_need(indptr, lo, hi + 1)
-
-
-def stream_chunks(rows: Rows, block_chunk: np.ndarray, order: np.ndarray):
-    """Yield the chunks of `order` one by one; the next one's rows are read ahead, and
-    after each chunk every mapped page of the matrix is handed back (pagecache.py).
-
-    All of them, not only the chunk's own: a page fault maps the neighbouring pages too
-    (the kernel's fault-around), which belong to other chunks of randomly drawn blocks.
-    """
-    indptr, indices, _ = rows
-    n = indptr.shape[0] - 1
-    spans = [_row_spans(block_chunk, int(c), n) for c in order]
-    if spans:
-        _read_ahead(rows, spans[0])
-    for t, c in enumerate(order):
-        if t + 1 < len(spans):
-            _read_ahead(rows, spans[t + 1])
-        yield int(c)
-        release(indices)
-        release(indptr)
-
-
 def _copy_rows(rows: Rows, keep: np.ndarray) -> Rows:
-    """rows[keep] (keep sorted) as a new CSR, read in consecutive chunks: a mapped file
-    is read once and given back."""
+    """rows[keep] (keep sorted) as a new CSR, read in consecutive chunks with pread: a
+    mapped file is read once and never faulted in."""
     indptr, indices, data = rows
-    out_indptr = np.empty(keep.shape[0] + 1, dtype=np.int64)
-    _row_lengths(indptr, keep, out_indptr)
-    nnz = int(out_indptr[-1])
-    out_indices = np.empty(nnz, dtype=indices.dtype)
-    copy_data = data.ndim == 1 and data.strides[0] != 0
-    if copy_data:
-        out_data = np.empty(nnz, dtype=data.dtype)
-    else:  # a broadcast constant (vocab.py's all-ones data) stays one
-        out_data = np.broadcast_to(data[:1] if data.shape[0] else np.ones(1, data.dtype), (nnz,))
-    scratch = out_data if copy_data else np.empty(1, dtype=data.dtype)
     n = indptr.shape[0] - 1
-    n_chunks = row_chunks(indptr, n, CHUNK_NNZ)
-    block_chunk = block_chunks(n, n_chunks)
-    bounds = np.searchsorted(block_chunk[keep >> BLOCK_LOG2], np.arange(n_chunks + 1))
-    for c in stream_chunks(rows, block_chunk, np.arange(n_chunks)):
-        _gather_rows(indptr, indices, data, keep, bounds[c], bounds[c + 1], out_indptr,
-                     out_indices, scratch, copy_data)
+    bounds = chunk_bounds(indptr, CHUNK_NNZ, 0, n)
+    cuts = np.searchsorted(keep, bounds)  # keep[cuts[c]:cuts[c+1]] lie in chunk c
+    out_indptr = np.zeros(keep.shape[0] + 1, dtype=np.int64)
+    copy_data = data.ndim == 1 and data.strides[0] != 0
+    with RowReader(rows) as reader:
+        for c in range(bounds.shape[0] - 1):  # the rows' lengths: row pointers only
+            a, b = int(bounds[c]), int(bounds[c + 1])
+            out_indptr[cuts[c] + 1:cuts[c + 1] + 1] = reader.row_nnz(a, b)[keep[cuts[c]:cuts[c + 1]] - a]
+        np.cumsum(out_indptr, out=out_indptr)
+        nnz = int(out_indptr[-1])
+        out_indices = np.empty(nnz, dtype=indices.dtype)
+        if copy_data:
+            out_data = np.empty(nnz, dtype=data.dtype)
+        else:  # a broadcast constant (matrix.py's all-ones data) stays one
+            out_data = np.broadcast_to(data[:1] if data.shape[0] else np.ones(1, data.dtype), (nnz,))
+        scratch = out_data if copy_data else np.empty(1, dtype=data.dtype)
+        for c in range(bounds.shape[0] - 1):
+            if cuts[c] == cuts[c + 1]:
+                continue
+            a, b = int(bounds[c]), int(bounds[c + 1])
+            part = reader.read([(a, b)])
+            _gather_rows(*part, keep, a, int(cuts[c]), int(cuts[c + 1]), out_indptr, out_indices,
+                         scratch, copy_data)
     return out_indptr, out_indices, out_data
 
 
@@ -239,9 +221,13 @@ class Streamed(Resident):
     """The whole matrix, possibly memory-mapped, visited a chunk of rows at a time; the
     passes of a small enough active set run on a `Compacted` copy of it."""
 
+    def __init__(self, rows: Rows, state: tuple, seed: int):
+        super().__init__(rows, state, seed)
+        self.reader = RowReader(rows)
+
     def run_pass(self, kernel: Kernel, tol: float) -> tuple[int, float, int]:
-        """Chunks in random order and a random order inside each, so only about one
-        chunk of the matrix is resident at a time."""
+        """Chunks in random order and a random order inside each; a chunk's rows and
+        state are read into buffers, so only about one chunk is resident at a time."""
         rows, state, index, active, rng_state = (self.rows, self.state, self.index,
                                                  self.active, self.rng)
         indptr = rows[0]
@@ -254,13 +240,22 @@ class Streamed(Resident):
         shuffle_prefix(order, n_chunks, rng_state)
         kept = np.zeros(n_chunks, dtype=np.int64)
         max_violation, updates = 0.0, 0
-        for c in stream_chunks(rows, block_chunk, order):
+        for c in order.tolist():
             a, b = int(starts[c]), int(starts[c + 1])
             if a == b:
                 continue
             part = index[a:b]
             shuffle_prefix(part, b - a, rng_state)
-            kept[c], violation, done = kernel(rows, state, part, b - a, tol)
+            spans = _row_spans(block_chunk, c, n)
+            ids = np.concatenate([np.arange(lo, hi, dtype=np.int64) for lo, hi in spans])
+            local = np.empty(b - a, dtype=index.dtype)
+            _to_local(part, ids, local)
+            chunk_state = tuple(s_[ids] for s_ in state)
+            kept[c], violation, done = kernel(self.reader.read(spans), chunk_state, local,
+                                              b - a, tol)
+            part[:] = ids[local]
+            for full, local_state in zip(state, chunk_state):
+                full[ids] = local_state
             max_violation = max(max_violation, violation)
             updates += done
         # Active examples of every chunk to the front, the shrunk ones behind them.

@@ -8,7 +8,13 @@ LIBLINEAR's Solver_MCSVM_CS we therefore cool a tolerance: it starts at max(10 e
 whenever a pass over the active set finds every visited v_i below it (or the active set
 runs empty), every example is reactivated and the tolerance halves (down to eps).
 Training stops when a pass over *all* examples finds every v_i < eps (eq. 12 / eq. 16
-with tolerance eps for all i), or after max_passes. Stopping there without that
+with tolerance eps for all i), or after max_passes. A phase (the passes since the last
+reactivation) whose largest violation fell by less than STALL_DROP (1%) over the last
+STALL_PASSES (20) passes has stalled: a few coupled examples of the shrunk set keep
+violating while the examples they depend on are inactive, so everything is reactivated
+(the tolerance stays). Under chunked visiting this is what makes the dual MLR's EG tail
+converge (ja-en S6, eps 0.01: 1,000 passes unconverged without it) and it cuts the SVM's
+long phases at large C (benchmarks/RESULTS.md, issue 13). Stopping there without that
 certificate is reported, as LIBLINEAR and scikit-learn do: a ConvergenceWarning, and
 `converged` False in the result (the families put it into their fit summary).
 
@@ -28,7 +34,10 @@ from dataclasses import dataclass
 
 from training.progress import progress
 
-from training.families.solvers.rows import Kernel, Resident, Rows, Streamed
+from training.families.solvers.rows import Kernel, Rows, Streamed
+
+STALL_PASSES = 20  # a phase whose largest violation fell by less than STALL_DROP
+STALL_DROP = 0.01  # over this many passes reactivates everything
 
 
 class ConvergenceWarning(UserWarning):
@@ -50,20 +59,20 @@ class ShrinkingResult:
 
 def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows, state: tuple,
                   eps: float, max_passes: int, seed: int, verbose: bool = False,
-                  family: str = "shrinking", stream: bool = True) -> ShrinkingResult:
+                  family: str = "shrinking") -> ShrinkingResult:
     """Run passes until the stopping test above holds or `max_passes` is reached.
 
     rows: the CSR arrays of the examples; state: the family's per-example arrays (first
     axis = example), up to date when this returns. kernel: the family's pass over
     index[:active] (see the module docstring); objective(): its objective after a pass.
-    stream=False: the rows stay resident (rows.Resident) instead of being streamed and
-    compacted (rows.Streamed), for a solver whose convergence suffers from chunked
-    visiting. family: names the progress bar and the warning.
+    The rows are streamed a chunk at a time and compacted once few are active
+    (rows.Streamed). family: names the progress bar and the warning.
     """
     n = rows[0].shape[0] - 1
-    source = (Streamed if stream else Resident)(rows, state, seed)
+    source = Streamed(rows, state, seed)
     tol = max(10.0 * eps, 1.0) if eps < 1.0 else eps
     from_all = True  # this pass visits every example
+    phase: list[float] = []  # largest violation of each pass since the last reactivation
     history: list[dict] = []
     converged = False
     start = time.perf_counter()
@@ -81,6 +90,7 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows, st
                 "objective": float(objective()),
                 "seconds": time.perf_counter() - start,
             })
+            phase.append(float(max_violation))
             bar.update(1)
             bar.set_postfix(active=f"{active_before / max(n, 1):.3f}", tol=f"{tol:.3g}",
                             viol=f"{max_violation:.3g}")
@@ -92,7 +102,12 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows, st
                 # with a tighter one (LIBLINEAR-style cooling).
                 source = source.reactivate()
                 tol = max(tol / 2.0, eps)
-                from_all = True
+                from_all, phase = True, []
+                continue
+            if len(phase) > STALL_PASSES and phase[-1] > (1.0 - STALL_DROP) * phase[-1 - STALL_PASSES]:
+                history[-1]["stalled"] = True  # see the module docstring
+                source = source.reactivate()
+                from_all, phase = True, []
                 continue
             from_all = False
             source = source.shrunk()

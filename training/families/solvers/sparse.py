@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from training.errors import InputError
+from training.features.rowchunks import iter_row_chunks
 
 
 def check_Xy(X, y, n_classes: int | None = None) -> tuple[sp.csr_matrix, np.ndarray, int]:
@@ -83,8 +84,11 @@ def _scores(indptr, indices, data, W, b, out):
 
 
 def decision_scores(X: sp.csr_matrix, W: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """X W + b without scipy's dtype upcast copies of X (float64 result)."""
+    """X W + b without scipy's dtype upcast copies of X (float64 result); X is read a
+    chunk of rows at a time (features/rowchunks.py), so a mapped matrix is not faulted in."""
     X = X.tocsr()
     out = np.empty((X.shape[0], W.shape[1]), dtype=np.float64)
-    _scores(X.indptr, X.indices, X.data, W, np.asarray(b, dtype=W.dtype), out)
+    b = np.asarray(b, dtype=W.dtype)
+    for lo, hi, rows in iter_row_chunks(X):
+        _scores(*rows, W, b, out[lo:hi])
     return out

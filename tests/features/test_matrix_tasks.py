@@ -1,0 +1,64 @@
+"""The feature cache built as tasks: byte-identical for one job, two local processes and a
+2-worker Dask LocalCluster; key counts merged from hash-partitioned spills equal the
+plain count however the partitions are grouped."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.features import matrix
+from training.features.matrix import build_matrix, count_range, merge_partitions
+from training.features.spec import FeatureSpec
+from training.features.templates import extract_keys
+
+FILES = ("keys.npy", "counts.npy", "indptr.npy", "indices.npy")
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for name in FILES:
+        h.update((path / name).read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture()
+def many_tasks(monkeypatch):
+    """Small task ranges, so the 2k-sentence store makes ~10 count and map tasks."""
+    monkeypatch.setattr(matrix, "MIN_TASK_EXAMPLES", 4096)
+    monkeypatch.setattr(matrix, "TASK_BYTES_PER_EXAMPLE", 8192)
+
+
+@pytest.mark.parametrize("spec", ["S6", "S3"])
+def test_the_cache_is_the_same_bytes_for_any_number_of_jobs_and_on_dask(store_2k, tmp_path, many_tasks,
+                                                                         dask_cluster, spec):
+    mask = np.arange(store_2k.n_sentences) < 1800
+    assert len(matrix._Plan(store_2k, FeatureSpec.parse(spec), 2, 1, None, 64 << 20).ranges()) > 5
+    digests = []
+    for run in ({"jobs": 1}, {"jobs": 2}, {"scheduler": dask_cluster}):
+        fm = build_matrix(store_2k, spec, 2, mask, memory="64M", **run)
+        digests.append(_digest(fm.path))
+        shutil.rmtree(fm.path)  # the next run builds the cache again
+    assert digests[0] == digests[1] == digests[2]
+
+
+def test_partitioned_counts_equal_the_plain_count_in_any_grouping(store_2k, tmp_path):
+    spec = FeatureSpec.parse("S7")
+    n = store_2k.n_examples
+    ranges = [(0, n // 3), (n // 3, n // 2), (n // 2, n)]
+    spills = [count_range((str(store_2k.path), spec.name, lo, hi, None, str(tmp_path / f"c{i}")))
+              for i, (lo, hi) in enumerate(ranges)]
+    keys = np.concatenate([extract_keys(c.batch, spec)[1] for c in store_2k.iter_chunks()])
+    uniq, counts = np.unique(keys, return_counts=True)
+    for budget in (1 << 30, 12 * 4 * 2000):  # one merge group, or many small ones
+        tasks = matrix._merge_groups(spills, 3, budget)
+        assert (len(tasks) == 1) == (budget == 1 << 30)
+        merged = [merge_partitions(t) for t in tasks]
+        got_keys = np.concatenate([m[0] for m in merged])
+        assert np.array_equal(got_keys, uniq[counts > 3])
+        assert np.array_equal(np.concatenate([m[1] for m in merged]), counts[counts > 3])
+        assert sum(m[2] for m in merged) == uniq.shape[0]
