@@ -33,8 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from moses_system import (ROOT, Server, System, compare, decode, external_line, filter_table, moses_binary, n_scores,
-                          source_ngrams)
+from moses_system import ROOT, Server, compare, decode, external_line, moses_binary, n_scores, test_slice
 
 TEST = ROOT.parent / "shared" / "data" / "ja-en" / "test.ja"
 SCORED = re.compile(r"^Line (\d+): \S+ scored \d+ translation options in one RPC")
@@ -177,13 +176,7 @@ def main() -> None:
 
     moses = moses_binary(args.moses_dir)
     work = args.work
-    work.mkdir(parents=True, exist_ok=True)
-    lines = args.test.read_text(encoding="utf-8").splitlines()[:args.sentences]
-    src = work / f"test.{args.sentences}.ja"
-    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    pt = work / "phrase-table.test.gz"
-    filter_table(args.phrase_table, pt, source_ngrams(lines))
-    system = System(pt, args.lm, table_limit=args.table_limit)
+    lines, src, system = test_slice(args.test, args.sentences, work, args.phrase_table, args.lm, args.table_limit)
     flags = tuple(args.moses_flags.split())
     with Server(args.models, log=work / "serve-ref.log") as server:
         ini = system.ini(work / "reference.ini", external_line(args.type, server.address, args.model), n_scores(args.type))

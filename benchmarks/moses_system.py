@@ -117,6 +117,19 @@ LexicalReordering0= {' '.join(['0.3'] * n_reordering)}
         return path
 
 
+def test_slice(test: Path, n: int, work: Path, phrase_table: Path, lm: Path, table_limit: int
+               ) -> tuple[list[str], Path, "System"]:
+    """The first n test sentences written to WORK/test.N.ja, and a System whose phrase table
+    is filtered to them: what every decode benchmark starts from."""
+    work.mkdir(parents=True, exist_ok=True)
+    lines = test.read_text(encoding="utf-8").splitlines()[:n]
+    src = work / f"test.{n}.ja"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pt = work / "phrase-table.test.gz"
+    filter_table(phrase_table, pt, source_ngrams(lines))
+    return lines, src, System(pt, lm, table_limit=table_limit)
+
+
 def factors(moses_type: str) -> str:
     """An `-f` table has no target field: Moses reads one whenever output-factor is set."""
     return "input-factor=0" + (" output-factor=0" if MosesType.parse(moses_type).language == "fe" else "")

@@ -25,8 +25,8 @@ import re
 import statistics
 from pathlib import Path
 
-from moses_system import (ROOT, Server, System, decode, external_line, filter_table, lexical_line, moses_binary,
-                          n_scores, served_prior, source_ngrams)
+from moses_system import (ROOT, Server, decode, external_line, lexical_line, moses_binary, n_scores,
+                          served_prior, test_slice)
 
 TEST = ROOT.parent / "shared" / "data" / "ja-en" / "test.ja"
 IN_FLIGHT = re.compile(r": (\d+) Score RPCs for (\d+) sentences, at most (\d+) in flight at once, ([0-9.e+-]+) s of RPC")
@@ -54,13 +54,7 @@ def main() -> None:
 
     moses = moses_binary(args.moses_dir, args.binary)
     work = args.work
-    work.mkdir(parents=True, exist_ok=True)
-    lines = args.test.read_text(encoding="utf-8").splitlines()[:args.sentences]
-    src = work / f"test.{args.sentences}.ja"
-    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    pt = work / "phrase-table.test.gz"
-    filter_table(args.phrase_table, pt, source_ngrams(lines))
-    system = System(pt, args.lm, table_limit=args.table_limit)
+    lines, src, system = test_slice(args.test, args.sentences, work, args.phrase_table, args.lm, args.table_limit)
     flags = tuple(args.moses_flags.split())
     n = n_scores(args.type)
 
