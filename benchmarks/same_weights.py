@@ -65,7 +65,10 @@ def main() -> int:
                     and np.asarray(a[n]).tobytes() == np.asarray(b[n]).tobytes() for n in a)
                 differing += not same
                 shapes = ", ".join(f"{n} {tuple(np.asarray(a[n]).shape)}" for n in sorted(a))
-                print(f"{family:9s} {'identical' if same else 'DIFFERENT'}  ({shapes})")
+                gap = "" if same or sorted(a) != sorted(b) else "  max |dw| / max |w| = %.1e" % (
+                    np.abs(np.asarray(a["weights"], np.float64) - np.asarray(b["weights"], np.float64)).max()
+                    / max(np.abs(np.asarray(a["weights"], np.float64)).max(), 1e-300))
+                print(f"{family:9s} {'identical' if same else 'DIFFERENT'}  ({shapes}){gap}")
             print(f"{args.before} vs working tree, {args.features}, {args.type}, seed {args.seed}, "
                   f"corpus {c}: {differing} of {len(args.families.split(','))} differ")
             return 1 if differing else 0

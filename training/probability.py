@@ -30,19 +30,18 @@ def log_loss(log_proba: np.ndarray, y: np.ndarray, floor: float | None = LOG_FLO
     """Mean -ln p(true class) from row-wise log-probabilities; ln p floored at `floor`
     (Moses's -100 by default; None: no floor, as an optimiser wants). NaN for no rows."""
     y = np.asarray(y, dtype=np.int64)
-    if y.size == 0:
-        return float("nan")
-    picked = np.asarray(log_proba, dtype=np.float64)[np.arange(y.size), y]
-    if floor is not None:
-        picked = np.maximum(picked, floor)
-    return float(-picked.mean())
+    return _mean_nll(np.asarray(log_proba, dtype=np.float64)[np.arange(y.size), y], floor)
 
 
 def log_loss_of_proba(proba: np.ndarray, y: np.ndarray) -> float:
     """log_loss of probabilities (a served model's output), ln 0 floored like Moses."""
     y = np.asarray(y, dtype=np.int64)
-    if y.size == 0:
-        return float("nan")
     with np.errstate(divide="ignore"):
-        return log_loss(np.log(np.asarray(proba, dtype=np.float64)[np.arange(y.size), y])[:, None],
-                        np.zeros(y.size, dtype=np.int64))
+        return _mean_nll(np.log(np.asarray(proba, dtype=np.float64)[np.arange(y.size), y]), LOG_FLOOR)
+
+
+def _mean_nll(log_p: np.ndarray, floor: float | None) -> float:
+    """Mean of -max(ln p, floor) over the true classes' ln p; NaN for none."""
+    if log_p.size == 0:
+        return float("nan")
+    return float(-(log_p if floor is None else np.maximum(log_p, floor)).mean())

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from training.errors import InputError
-from training.modelfile.layout import MODEL_FILE, next_version, publish  # noqa: F401 (re-exported)
+from training.modelfile.layout import publish
 
 from training import defaults
 

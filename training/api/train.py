@@ -30,7 +30,7 @@ from training.features.spec import FeatureSpec
 from training.modelfile.model import write_model
 from training.probability import log_loss, log_softmax
 from training.progress import note
-from training.moses.types import MosesType, class_labels
+from training.moses.types import MosesType, class_labels, label_source
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
 from training.features.matrix import build_matrix, csr_view, distinct_pair_keys
@@ -161,7 +161,8 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     calibration_fraction = settings.calibration_fraction
     cls.from_params(params)  # refuses an unknown hyper-parameter before any work
     store = ExampleStore.open(store_dir)
-    columns = mtype.store_columns()
+    # the store column each direction's labels come from (its own, or a richer one folded)
+    columns = [list(store.label_columns)[label_source(store, mtype, d)[0]] for d in mtype.directions]
     labels_of = {d: class_labels(store, mtype, d) for d in mtype.directions}  # InputError if absent
     split = SentenceSplit.make(store.n_sentences, heldout_fraction, calibration_fraction)
     fit_rows, cal_rows = example_range(store, split.fit), example_range(store, split.calibrate)

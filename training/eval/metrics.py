@@ -44,7 +44,7 @@ def expected_calibration_error(y_true: np.ndarray, proba: np.ndarray, n_bins: in
     |accuracy - mean confidence| per bin."""
     if len(y_true) == 0:
         return float("nan")
-    count, acc_sum, conf_sum = _ece_bins(y_true, proba, n_bins)
+    _, acc_sum, conf_sum = _ece_bins(y_true, proba, n_bins)
     return float(np.abs(acc_sum - conf_sum).sum() / len(y_true))
 
 

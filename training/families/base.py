@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from training.errors import InputError
+from training.features.spec import FeatureSpec
 from training.families.solvers.sparse import check_Xy
 from training.probability import softmax
 
@@ -79,8 +80,6 @@ class ReorderingClassifier(ABC):
                                  f"{' or '.join(sorted(cls.features_by_language))}, not -{language}")
             own = cls.features_by_language[language]
             if given is not None:
-                from training.features.spec import FeatureSpec
-
                 if FeatureSpec.parse(given).name != FeatureSpec.parse(own).name:
                     raise InputError(f"family {cls.family} with a -{language} type trains on --features "
                                      f"{own} (the table's conditioning), not {given}")
