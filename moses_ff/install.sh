@@ -1,13 +1,19 @@
 #!/bin/sh
-# Install the ExternalReordering feature function into a Moses checkout.
+# Install the ExternalReordering feature function into a Moses checkout: for moses and,
+# when the checkout has it, for moses2.
 #
 #   moses_ff/install.sh MOSES_DIR
 #
-# Copies our sources to MOSES_DIR/moses/FF/ExternalReordering/ (the feature, the gRPC
-# client library and the code protoc generates from proto/), registers the feature in
-# moses/FF/Factory.cpp, and teaches moses/Jamfile to build and link it (gRPC and
-# protobuf flags from pkg-config). Idempotent: a second run changes no file (not even
-# its timestamp), so it never forces a rebuild. Then rebuild Moses as usual, e.g.
+# moses:  copies our sources to MOSES_DIR/moses/FF/ExternalReordering/ (the feature, the
+# gRPC client library and the code protoc generates from proto/), registers the feature in
+# moses/FF/Factory.cpp, and teaches moses/Jamfile to build and link it (gRPC and protobuf
+# flags from pkg-config).
+# moses2: copies the Moses2 feature (moses_ff/moses2/) to
+# MOSES_DIR/moses2/FF/ExternalReordering/, registers it in moses2/FF/FeatureRegistry.cpp
+# and adds it to moses2/Jamfile, linked with the same client library (moses//reordering_client:
+# one copy of the client sources, built once for both decoders).
+# Idempotent: a second run changes no file (not even its timestamp), so it never forces a
+# rebuild. Then rebuild Moses as usual, e.g.
 #   cd MOSES_DIR && ./bjam -j4 --with-boost=/usr
 # Needs: pkg-config, protoc, grpc_cpp_plugin (Debian: libgrpc++-dev libprotobuf-dev
 # protobuf-compiler protobuf-compiler-grpc pkg-config).
@@ -89,4 +95,26 @@ edit "$JAMFILE" 'FF/ExternalReordering/*.cpp' \
 edit "$JAMFILE" 'FF_Factory.o reordering_client' \
     's|^FF_Factory\.o *$|FF_Factory.o reordering_client|'
 
-echo "ExternalReordering is installed in $MOSES; rebuild Moses (./bjam --with-boost=... as before)."
+# 4. moses2 (a checkout without moses2/ gets the moses part only).
+REGISTRY=$MOSES/moses2/FF/FeatureRegistry.cpp
+JAMFILE2=$MOSES/moses2/Jamfile
+if [ -f "$REGISTRY" ] && [ -f "$JAMFILE2" ] && [ -f "$MOSES/moses2/FF/LexicalReordering/LexicalReordering.h" ]; then
+    DEST2=$MOSES/moses2/FF/ExternalReordering
+    put "$HERE/moses2/ExternalReordering.h" "$DEST2/ExternalReordering.h"
+    put "$HERE/moses2/ExternalReordering.cpp" "$DEST2/ExternalReordering.cpp"
+    # headers only: the client library itself is moses//reordering_client (step 3)
+    put "$HERE/moses/ReorderingType.h" "$DEST2/ReorderingType.h"
+    put "$HERE/client/reordering_client.h" "$DEST2/reordering_client.h"
+    edit "$REGISTRY" '#include "ExternalReordering/ExternalReordering.h"' \
+        '/#include "LexicalReordering\/LexicalReordering.h"/a\
+#include "ExternalReordering/ExternalReordering.h"'
+    edit "$REGISTRY" 'MOSES_FNAME(ExternalReordering);' \
+        '/MOSES_FNAME(LexicalReordering);/a\
+  MOSES_FNAME(ExternalReordering);'
+    edit "$JAMFILE2" 'FF/ExternalReordering/ExternalReordering.cpp' \
+        's|^\( *\)FF/LexicalReordering/ReorderingStack\.cpp *$|&\
+\1FF/ExternalReordering/ExternalReordering.cpp ../moses//reordering_client|'
+    echo "ExternalReordering is installed in $MOSES for moses and moses2; rebuild Moses (./bjam --with-boost=... as before)."
+else
+    echo "ExternalReordering is installed in $MOSES for moses (no moses2/ with FeatureRegistry.cpp there); rebuild Moses (./bjam --with-boost=... as before)."
+fi

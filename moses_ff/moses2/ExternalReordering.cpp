@@ -1,0 +1,525 @@
+// -*- mode: c++; indent-tabs-mode: nil; tab-width:2  -*-
+// See ExternalReordering.h for what this is for and what it must not do.
+#include "ExternalReordering.h"
+
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include <boost/functional/hash.hpp>
+
+#include "../LexicalReordering/ReorderingStack.h"
+#include "../../AlignmentInfo.h"
+#include "../../InputPathBase.h"
+#include "../../MemPool.h"
+#include "../../Scores.h"
+#include "../../System.h"
+#include "../../PhraseBased/Hypothesis.h"
+#include "../../PhraseBased/InputPath.h"
+#include "../../PhraseBased/InputPaths.h"
+#include "../../PhraseBased/Manager.h"
+#include "../../PhraseBased/Sentence.h"
+#include "../../PhraseBased/TargetPhraseImpl.h"
+#include "../../PhraseBased/TargetPhrases.h"
+#include "../../legacy/Bitmaps.h"
+#include "../../legacy/Factor.h"
+#include "../../legacy/Parameter.h"
+#include "../../legacy/Util2.h"
+#include "util/exception.hh"
+
+#include "reordering_client.h"
+
+using namespace std;
+
+namespace Moses2
+{
+namespace
+{
+
+const char *const kOurKeys[] = {"server", "model", "version", "timeout-ms", "on-error", "default-scores"};
+
+bool IsOurKey(const string &key)
+{
+  for (size_t i = 0; i < sizeof(kOurKeys) / sizeof(kOurKeys[0]); ++i)
+    if (key == kOurKeys[i]) return true;
+  return false;
+}
+
+string Surface(const Word &w, FactorType f)
+{
+  const Factor *factor = w[f];
+  return factor ? factor->GetString().as_string() : string();
+}
+
+// Counts one Score RPC while it runs (the scope of the call).
+class InFlight
+{
+public:
+  InFlight(std::atomic<size_t> &now, std::atomic<size_t> &most, std::atomic<size_t> &calls,
+           std::atomic<long long> &micros)
+    : m_now(now), m_micros(micros), m_start(std::chrono::steady_clock::now()) {
+    ++calls;
+    size_t running = ++m_now, seen = most.load();
+    while (running > seen && !most.compare_exchange_weak(seen, running)) {}
+  }
+  ~InFlight() {
+    m_micros += std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - m_start).count();
+    --m_now;
+  }
+private:
+  std::atomic<size_t> &m_now;
+  std::atomic<long long> &m_micros;
+  std::chrono::steady_clock::time_point m_start;
+};
+
+typedef LRModel::ReorderingType ReorderingType;
+
+// The states: what Moses2's LRState, PhraseBasedReorderingState, HReorderingBackwardState,
+// HReorderingForwardState and BidirectionalReorderingState do, with the option's row
+// taken from the sentence's rows instead of the target phrase's ffData. Same orientation
+// calls, same hash and recombination rules, same "no row, no score".
+class ExtState : public FFState
+{
+public:
+  ExtState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset)
+    : m_ff(ff), m_direction(dir), m_offset(offset), m_rows(NULL), m_prevRow(NULL), m_prevPath(NULL) {}
+
+  // `row` is the option's row (NULL if none), `path` its input path.
+  virtual void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path,
+                    bool first, const Bitmap *coverage) = 0;
+  // Scores the step to `hypo` (whose option's row is `row`) and fills `next`.
+  virtual void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row,
+                      Scores &scores, FFState &next) const = 0;
+
+  const SentenceRows *Rows() const {
+    return m_rows;
+  }
+  virtual std::string ToString() const {
+    return "ExternalReordering state";
+  }
+
+protected:
+  const LRModel &Config() const {
+    return m_ff.Configuration();
+  }
+
+  // LRState::CopyScores: backward reads the current option's row, forward the previous one's.
+  void CopyScores(const System &system, Scores &accum, const SCORE *currentRow, ReorderingType reoType) const {
+    const SCORE *row = m_direction == LRModel::Backward ? currentRow : m_prevRow;
+    if (row == NULL) return;
+    size_t off_remote = m_offset + reoType;
+    size_t off_local = Config().CollapseScores() ? m_offset : off_remote;
+    UTIL_THROW_IF2(off_local >= m_ff.GetNumScores(), "offset out of vector bounds!");
+    accum.PlusEquals(system, m_ff, row[off_remote], off_local);
+  }
+
+  // LRState::ComparePrevScores, on the previous options' rows.
+  int ComparePrevScores(const ExtState &other) const {
+    const SCORE *mine = m_prevRow, *yours = other.m_prevRow;
+    if (mine == yours) return 0;
+    if (yours == NULL) return -1;
+    if (mine == NULL) return 1;
+    size_t stop = m_offset + Config().GetNumberOfTypes();
+    for (size_t i = m_offset; i < stop; i++) {
+      if (mine[i] < yours[i]) return -1;
+      if (mine[i] > yours[i]) return 1;
+    }
+    return 0;
+  }
+
+  void Set(const SentenceRows *rows, const SCORE *row, const InputPathBase &path) {
+    m_rows = rows;
+    m_prevRow = row;
+    m_prevPath = &path;
+  }
+
+  const ExternalReordering &m_ff;
+  LRModel::Direction m_direction;
+  size_t m_offset;
+  const SentenceRows *m_rows;
+  const SCORE *m_prevRow;           // the row of the option that made this state
+  const InputPathBase *m_prevPath;  // and its input path
+};
+
+class PhraseState : public ExtState
+{
+public:
+  PhraseState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset)
+    : ExtState(ff, dir, offset), m_first(false) {}
+
+  void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path, bool first,
+            const Bitmap *) {
+    Set(rows, row, path);
+    m_first = first;
+  }
+  size_t hash() const {
+    size_t ret = (size_t) &m_prevPath->range;
+    boost::hash_combine(ret, m_direction);
+    return ret;
+  }
+  bool operator==(const FFState &o) const {
+    if (&o == this) return true;
+    const PhraseState &other = static_cast<const PhraseState&>(o);
+    if (&m_prevPath->range != &other.m_prevPath->range) return false;
+    return m_direction != LRModel::Forward || ComparePrevScores(other) == 0;
+  }
+  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row, Scores &scores,
+              FFState &next) const {
+    if (m_direction != LRModel::Forward || !m_first) {
+      const Range &cur = hypo.GetInputPath().range;
+      ReorderingType reoType = m_first ? Config().GetOrientation(cur)
+                                       : Config().GetOrientation(m_prevPath->range, cur);
+      CopyScores(mgr.system, scores, row, reoType);
+    }
+    static_cast<PhraseState&>(next).Init(m_rows, row, hypo.GetInputPath(), false, NULL);
+  }
+
+private:
+  bool m_first;
+};
+
+class HierBackwardState : public ExtState
+{
+public:
+  HierBackwardState(MemPool &pool, const ExternalReordering &ff, size_t offset)
+    : ExtState(ff, LRModel::Backward, offset), m_stack(pool) {}
+
+  void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path, bool,
+            const Bitmap *) {
+    Set(rows, row, path);
+    m_stack.Init();
+  }
+  size_t hash() const {
+    return m_stack.hash();
+  }
+  bool operator==(const FFState &o) const {
+    return m_stack == static_cast<const HierBackwardState&>(o).m_stack;
+  }
+  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row, Scores &scores,
+              FFState &next) const {
+    HierBackwardState &nextState = static_cast<HierBackwardState&>(next);
+    nextState.Init(m_rows, row, hypo.GetInputPath(), false, NULL);
+    nextState.m_stack = m_stack;
+    int reoDistance = nextState.m_stack.ShiftReduce(hypo.GetInputPath().range);
+    CopyScores(mgr.system, scores, row, Config().GetOrientation(reoDistance));
+  }
+
+private:
+  ReorderingStack m_stack;
+};
+
+class HierForwardState : public ExtState
+{
+public:
+  HierForwardState(const ExternalReordering &ff, size_t offset)
+    : ExtState(ff, LRModel::Forward, offset), m_first(true), m_coverage(NULL) {}
+
+  void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path, bool first,
+            const Bitmap *coverage) {
+    Set(rows, row, path);
+    m_first = first;
+    m_coverage = coverage;
+  }
+  size_t hash() const {
+    return hash_value(m_prevPath->range);
+  }
+  bool operator==(const FFState &o) const {
+    if (&o == this) return true;
+    const HierForwardState &other = static_cast<const HierForwardState&>(o);
+    return m_prevPath->range == other.m_prevPath->range && ComparePrevScores(other) == 0;
+  }
+  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row, Scores &scores,
+              FFState &next) const {
+    const Range &cur = hypo.GetInputPath().range;
+    // the coverage after this step, as Moses2's HReorderingForwardState keeps it
+    Manager &mgrCast = const_cast<Manager&>(static_cast<const Manager&>(mgr));
+    const Bitmap &cov = mgrCast.GetBitmaps().GetBitmap(*m_coverage, cur);
+    if (!m_first)
+      CopyScores(mgr.system, scores, row, Config().GetOrientation(m_prevPath->range, cur, cov));
+    static_cast<HierForwardState&>(next).Init(m_rows, row, hypo.GetInputPath(), false, &cov);
+  }
+
+private:
+  bool m_first;
+  const Bitmap *m_coverage;
+};
+
+class BidirectionalState : public ExtState
+{
+public:
+  BidirectionalState(const ExternalReordering &ff, ExtState *backward, ExtState *forward)
+    : ExtState(ff, LRModel::Bidirectional, 0), m_backward(backward), m_forward(forward) {}
+
+  void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path, bool first,
+            const Bitmap *coverage) {
+    Set(rows, row, path);
+    m_backward->Init(rows, row, path, first, coverage);
+    m_forward->Init(rows, row, path, first, coverage);
+  }
+  size_t hash() const {
+    size_t ret = m_backward->hash();
+    boost::hash_combine(ret, m_forward->hash());
+    return ret;
+  }
+  bool operator==(const FFState &o) const {
+    if (&o == this) return true;
+    const BidirectionalState &other = static_cast<const BidirectionalState&>(o);
+    return *m_backward == *other.m_backward && *m_forward == *other.m_forward;
+  }
+  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row, Scores &scores,
+              FFState &next) const {
+    BidirectionalState &nextState = static_cast<BidirectionalState&>(next);
+    nextState.Set(m_rows, row, hypo.GetInputPath());
+    m_backward->Expand(mgr, hypo, row, scores, *nextState.m_backward);
+    m_forward->Expand(mgr, hypo, row, scores, *nextState.m_forward);
+  }
+
+private:
+  ExtState *m_backward;
+  ExtState *m_forward;
+};
+
+}  // namespace
+
+string ExternalReordering::StripServiceKeys(const string &line,
+                                            vector<pair<string, string> > *found)
+{
+  vector<string> toks = Tokenize(line);
+  UTIL_THROW_IF2(toks.empty(), "ExternalReordering: empty feature line");
+  string kept = toks[0];
+  for (size_t i = 1; i < toks.size(); ++i) {
+    vector<string> kv = TokenizeFirstOnly(toks[i], "=");
+    bool ours = kv.size() == 2 && IsOurKey(kv[0]);
+    if (found && kv.size() == 2) found->push_back(make_pair(kv[0], kv[1]));
+    if (!ours) kept += " " + toks[i];
+  }
+  return kept;
+}
+
+ExternalReordering::ExternalReordering(size_t startInd, const string &line)
+  : LexicalReordering(startInd, StripServiceKeys(line, NULL))
+  , m_requestedVersion(0)
+  , m_pinnedVersion(0)
+  , m_timeoutMs(5000)
+  , m_onError(FAIL)
+  , m_inputFactor(0)
+  , m_outputFactor(0)
+  , m_sentences(0)
+  , m_failures(0)
+  , m_inFlight(0)
+  , m_maxInFlight(0)
+  , m_rpcs(0)
+  , m_rpcMicros(0)
+{
+  vector<pair<string, string> > args;
+  StripServiceKeys(line, &args);
+  string defaults;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const string &key = args[i].first, &value = args[i].second;
+    if (key == "server") m_server = value;
+    else if (key == "model") m_model = value;
+    else if (key == "version") m_requestedVersion = Scan<uint64_t>(value);
+    else if (key == "timeout-ms") m_timeoutMs = Scan<int>(value);
+    else if (key == "type") m_type = value;
+    else if (key == "default-scores") defaults = value;
+    else if (key == "input-factor") m_inputFactor = Tokenize<FactorType>(value, ",").at(0);
+    else if (key == "output-factor") m_outputFactor = Tokenize<FactorType>(value, ",").at(0);
+    else if (key == "on-error") {
+      UTIL_THROW_IF2(value != "fail" && value != "default",
+                     GetName() << ": on-error=" << value << " (expected fail or default)");
+      m_onError = value == "fail" ? FAIL : USE_DEFAULT;
+    }
+  }
+  UTIL_THROW_IF2(m_server.empty() || m_model.empty(),
+                 GetName() << ": needs server=HOST:PORT and model=NAME");
+  UTIL_THROW_IF2(m_timeoutMs <= 0, GetName() << ": timeout-ms must be > 0");
+  string why;
+  UTIL_THROW_IF2(!reordering_type::Parse(m_type, &m_schema, &why), GetName() << ": " << why);
+  // Moses2's LexicalReordering takes its score count from num-features; say so if it is wrong.
+  const size_t expected = m_schema.Directions().size() * (m_schema.collapse ? 1 : m_schema.Classes().size());
+  UTIL_THROW_IF2(GetNumScores() != expected,
+                 GetName() << ": type=" << m_type << " has " << expected << " scores, but num-features="
+                 << GetNumScores());
+  if (!defaults.empty()) {
+    vector<SCORE> p = Tokenize<SCORE>(defaults, ",");
+    UTIL_THROW_IF2(p.size() != m_schema.NumOutputs(),
+                   GetName() << ": default-scores has " << p.size() << " values, type=" << m_type
+                   << " needs " << m_schema.NumOutputs() << " (classes x directions)");
+    for (size_t i = 0; i < p.size(); ++i) m_defaultRow.push_back(FloorScore(TransformScore(p[i])));
+  }
+}
+
+ExternalReordering::~ExternalReordering()
+{
+  if (m_rpcs > 0)
+    cerr << GetName() << ": " << m_rpcs << " Score RPCs for " << m_sentences
+         << " sentences, at most " << m_maxInFlight << " in flight at once, "
+         << m_rpcMicros / 1e6 << " s of RPC wall time in all" << endl;
+  if (m_failures > 0)
+    cerr << GetName() << ": " << m_failures << " of " << m_sentences
+         << " sentences were scored with default scores because the server failed" << endl;
+}
+
+void ExternalReordering::Load(System &system)
+{
+  // No path=: nothing of LexicalReordering::Load (which reads a table) applies.
+  if (system.params.GetParam("show-weights")) return;
+  reordering::ClientOptions options;
+  options.target = m_server;
+  options.timeout_ms = m_timeoutMs;
+  m_client.reset(new reordering::Client(options));
+  reordering::ModelInfo info;
+  try {
+    info = m_client->GetModel(m_model, m_requestedVersion);
+  } catch (const reordering::ClientError &e) {
+    UTIL_THROW2(GetName() << ": cannot load model '" << m_model << "' from " << m_server << ": " << e.what());
+  }
+  // Compare schemas, not strings (ReorderingType.h); collapseff is not part of the model.
+  reordering_type::Schema served;
+  string why;
+  UTIL_THROW_IF2(!reordering_type::Parse(info.moses_type, &served, &why)
+                 || !reordering_type::SameModel(m_schema, served)
+                 || info.classes != m_schema.Classes() || info.directions != m_schema.Directions()
+                 || info.outputs.size() != m_schema.NumOutputs(),
+                 GetName() << ": served model '" << m_model << "' version "
+                 << info.version << " is " << info.moses_type << " with " << info.outputs.size()
+                 << " outputs, but this feature's type=" << m_type << " needs a "
+                 << m_schema.Canonical(false) << " model with "
+                 << m_schema.NumOutputs() << " outputs (kind, orientation set, directions and "
+                 << "f/fe conditioning must match)");
+  m_pinnedVersion = info.version;
+  cerr << GetName() << ": " << m_server << " model " << m_model << " version " << m_pinnedVersion
+       << " (" << info.family << ", " << info.moses_type << ") pinned for this run" << endl;
+}
+
+FFState* ExternalReordering::BlankState(MemPool &pool, const System &sys) const
+{
+  // The layout of LRModel::CreateLRState: backward block first, each block one column
+  // with collapseff.
+  const LRModel &config = *m_configuration;
+  const size_t block = config.CollapseScores() ? 1 : config.GetNumberOfTypes();
+  ExtState *backward = NULL, *forward = NULL;
+  size_t offset = 0;
+  if (config.GetDirection() != LRModel::Forward) {
+    if (config.IsPhraseBased())
+      backward = new (pool.Allocate<PhraseState>()) PhraseState(*this, LRModel::Backward, offset);
+    else
+      backward = new (pool.Allocate<HierBackwardState>()) HierBackwardState(pool, *this, offset);
+    offset += block;
+    if (config.GetDirection() == LRModel::Backward) return backward;
+  }
+  if (config.IsPhraseBased())
+    forward = new (pool.Allocate<PhraseState>()) PhraseState(*this, LRModel::Forward, offset);
+  else
+    forward = new (pool.Allocate<HierForwardState>()) HierForwardState(*this, offset);
+  if (config.GetDirection() == LRModel::Forward) return forward;
+  return new (pool.Allocate<BidirectionalState>()) BidirectionalState(*this, backward, forward);
+}
+
+void ExternalReordering::EmptyHypothesisState(FFState &state, const ManagerBase &mgr,
+    const InputType &input, const Hypothesis &hypo) const
+{
+  const SentenceRows *rows;
+  {
+    std::lock_guard<std::mutex> lock(m_sentencesMutex);
+    std::unordered_map<const InputType*, std::unique_ptr<SentenceRows> >::const_iterator it =
+      m_sentenceRows.find(&input);
+    rows = it == m_sentenceRows.end() ? NULL : it->second.get();
+  }
+  if (!rows) {
+    std::unique_ptr<SentenceRows> scored = ScoreSentence(mgr);
+    std::lock_guard<std::mutex> lock(m_sentencesMutex);
+    rows = scored.get();
+    m_sentenceRows[&input] = std::move(scored);
+  }
+  static_cast<ExtState&>(state).Init(rows, NULL, hypo.GetInputPath(), true, &hypo.GetBitmap());
+}
+
+void ExternalReordering::EvaluateWhenApplied(const ManagerBase &mgr, const Hypothesis &hypo,
+    const FFState &prevState, Scores &scores, FFState &state) const
+{
+  const ExtState &prev = static_cast<const ExtState&>(prevState);
+  const SCORE *row = prev.Rows() ? prev.Rows()->Find(&hypo.GetInputPath(), static_cast<const void*>(&hypo.GetTargetPhrase())) : NULL;
+  prev.Expand(mgr, hypo, row, scores, state);
+}
+
+void ExternalReordering::CleanUpAfterSentenceProcessing(const System &system, const InputType &input) const
+{
+  std::lock_guard<std::mutex> lock(m_sentencesMutex);
+  m_sentenceRows.erase(&input);
+}
+
+std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBase &mgrBase) const
+{
+  const Manager &mgr = static_cast<const Manager&>(mgrBase);
+  const Sentence &sentence = static_cast<const Sentence&>(mgr.GetInput());
+  const size_t numPt = mgr.system.mappings.size();
+
+  reordering::ScoreInputBuilder request;
+  for (size_t i = 0; i < sentence.GetSize(); ++i)
+    request.AddSourceToken(Surface(sentence[i], m_inputFactor));
+
+  vector<pair<const InputPathBase*, const void*> > options;
+  vector<uint32_t> target, alignSrc, alignTgt;
+  for (InputPathsBase::const_iterator p = mgr.GetInputPaths().begin(); p != mgr.GetInputPaths().end(); ++p) {
+    const InputPath &path = static_cast<const InputPath&>(**p);
+    for (size_t t = 0; t < numPt; ++t) {
+      const TargetPhrases *tps = path.targetPhrases[t];
+      if (!tps) continue;
+      for (TargetPhrases::const_iterator it = tps->begin(); it != tps->end(); ++it) {
+        const TargetPhraseImpl &tp = **it;
+        target.clear();
+        alignSrc.clear();
+        alignTgt.clear();
+        for (size_t k = 0; k < tp.GetSize(); ++k)
+          target.push_back(request.Token(Surface(tp[k], m_outputFactor)));
+        const AlignmentInfo &align = tp.GetAlignTerm();
+        for (AlignmentInfo::const_iterator a = align.begin(); a != align.end(); ++a) {
+          alignSrc.push_back(a->first);
+          alignTgt.push_back(a->second);
+        }
+        request.AddPair(path.range.GetStartPos(), path.range.GetEndPos() + 1, target, alignSrc, alignTgt);
+        // the key EvaluateWhenApplied looks up: hypo.GetTargetPhrase(), a TargetPhrase<Word>
+        options.push_back(make_pair(&path, static_cast<const void*>(static_cast<const TargetPhrase<Moses2::Word>*>(&tp))));
+      }
+    }
+  }
+  ++m_sentences;
+  std::unique_ptr<SentenceRows> rows(new SentenceRows());
+  if (options.empty()) return rows;
+
+  reordering::ScoreResult result;
+  try {
+    InFlight counting(m_inFlight, m_maxInFlight, m_rpcs, m_rpcMicros);
+    result = m_client->Score(m_model, m_pinnedVersion, request.input());
+  } catch (const reordering::ClientError &e) {
+    if (m_onError == FAIL)
+      UTIL_THROW2(GetName() << ": sentence " << mgr.GetTranslationId() << ": " << e.what()
+                  << " (on-error=default would use default scores)");
+    size_t failures = ++m_failures;
+    cerr << GetName() << ": sentence " << mgr.GetTranslationId() << " scored with default scores ("
+         << failures << " so far): " << e.what() << endl;
+    if (!m_defaultRow.empty()) {
+      rows->Reserve(options.size(), m_defaultRow.size());
+      for (size_t p = 0; p < options.size(); ++p)
+        rows->Add(options[p].first, options[p].second, &m_defaultRow[0], m_defaultRow.size());
+    }
+    return rows;  // without default-scores: no rows, no reordering score (Moses2's "no row")
+  }
+  UTIL_THROW_IF2(result.version != m_pinnedVersion || result.NumOutputs() != m_schema.NumOutputs(),
+                 GetName() << ": server answered version " << result.version << " with "
+                 << result.NumOutputs() << " outputs; pinned version " << m_pinnedVersion << " has "
+                 << m_schema.NumOutputs());
+  const size_t width = result.NumOutputs();
+  vector<SCORE> row(width);
+  rows->Reserve(options.size(), width);
+  for (size_t p = 0; p < options.size(); ++p) {
+    for (size_t j = 0; j < width; ++j)
+      row[j] = FloorScore(TransformScore(result.probabilities[p * width + j]));
+    rows->Add(options[p].first, options[p].second, &row[0], width);
+  }
+  return rows;
+}
+
+}
