@@ -14,8 +14,16 @@ gives it the prior, so with this setting the two configurations mean the same mo
 
     python benchmarks/moses_identity.py --moses-dir INST --store STORE \
         --phrase-table TM/model/phrase-table.gz --lm lm.kenlm --work WORK [--types T ...]
+    python benchmarks/moses_identity.py ... --binary moses2 --types hier-msd-bidirectional-fe ...
 
-Results accumulate in WORK/identity.jsonl (a rerun skips the types done).
+With `--binary moses2` both sides run moses2. Moses2's LexicalReordering has no
+default-scores and reads only `-fe` tables, so: `-f` types are skipped, neither line has
+default-scores, and the LexicalReordering side reads the table plus one prior row per
+unknown word of the test set (`moses_system.complete_table`), which again makes the two
+configurations the same model.
+
+Results accumulate in WORK/identity.jsonl (moses2: WORK/identity-moses2.jsonl; a rerun
+skips the types done).
 What it must not do: build Moses, the phrase table or the LM (MOSES-NOTES.md section 8).
 """
 
@@ -30,8 +38,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from moses_system import (ROOT, Server, System, compare, decode, external_line, filter_table, lexical_line,
-                          moses_binary, other_spelling, served_prior, source_ngrams)
+from moses_system import (ROOT, Server, System, compare, complete_table, decode, external_line, filter_table,
+                          lexical_line, moses_binary, other_spelling, served_prior, source_ngrams)
 
 TEST = ROOT.parent / "shared" / "data" / "ja-en" / "test.ja"
 ALL_TYPES = [f"{k}-{o}-{d}-{lang}" for k, o, d, lang in itertools.product(
@@ -66,6 +74,8 @@ def prepare(store: Path, work: Path, moses_type: str, grams: set[str]) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--moses-dir", help="Moses install prefix with bin/moses (default $MOSES_DIR)")
+    ap.add_argument("--binary", choices=("moses", "moses2"), default="moses",
+                    help="the decoder under --moses-dir/bin for both sides (default moses)")
     ap.add_argument("--store", type=Path, required=True, help="example store with labels of every kind "
                     "(mslr labels give msd, monotonicity and leftright too) "
                     "(extract --model wbe-mslr --model phrase-mslr --model hier-mslr)")
@@ -90,24 +100,31 @@ def main() -> None:
     lines = args.test.read_text(encoding="utf-8").splitlines()[:args.sentences]
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     grams = source_ngrams(lines)
+    moses2 = args.binary == "moses2"
+    if moses2:
+        skipped = [t for t in args.types if not t.endswith("-fe")]
+        if skipped:
+            print(f"skipped (Moses2's LexicalReordering reads -fe tables only): {' '.join(skipped)}", flush=True)
+        args.types = [t for t in args.types if t.endswith("-fe")]
     tables = {t: prepare(args.store, work, t, grams) for t in args.types}
     if args.prepare_only:
         return
-    moses = moses_binary(args.moses_dir)
+    moses = moses_binary(args.moses_dir, args.binary)
     pt = work / "phrase-table.test.gz"
     filter_table(args.phrase_table, pt, grams)
     system = System(pt, args.lm, table_limit=args.table_limit)
-    results = work / "identity.jsonl"
+    results = work / ("identity-moses2.jsonl" if moses2 else "identity.jsonl")
     done = {json.loads(x)["type"] for x in results.read_text().splitlines()} if results.is_file() else set()
     flags = tuple(args.moses_flags.split())
 
     outputs = work / "out"
     outputs.mkdir(exist_ok=True)
-    lexical_moses = moses_binary(args.lexical_moses_dir) if args.lexical_moses_dir else moses
+    lexical_moses = moses_binary(args.lexical_moses_dir, args.binary) if args.lexical_moses_dir else moses
+    tag = "moses2." if moses2 else ""  # keeps moses's file names as they were
 
     def run_side(side: str, moses_type: str, binary, ini: Path) -> dict:
         """Decode once per (side, type); the output and its timing are kept in WORK/out."""
-        out, meta = outputs / f"{side}.{moses_type}.txt", outputs / f"{side}.{moses_type}.json"
+        out, meta = outputs / f"{tag}{side}.{moses_type}.txt", outputs / f"{tag}{side}.{moses_type}.json"
         if not meta.is_file():
             run = decode(binary, ini, src, 1, flags)
             if run.returncode != 0 or len(run.lines) != len(lines):
@@ -126,9 +143,15 @@ def main() -> None:
             prior = served_prior(server.address, moses_type)
             defaults = ",".join(f"{p:.9g}" for p in prior)
             spelled = other_spelling(moses_type)
-            inis = {"lexical": system.ini(work / f"lex.{moses_type}.ini",
-                                          lexical_line(moses_type, tables[moses_type], defaults), len(prior)),
-                    "external": system.ini(work / f"ext.{moses_type}.ini",
+            table = tables[moses_type]
+            if moses2:
+                defaults = None
+                table = work / "tables" / f"{moses_type}.moses2.test.gz"
+                if not table.is_file():
+                    complete_table(tables[moses_type], table, lines, pt, prior)
+            inis = {"lexical": system.ini(work / f"{tag}lex.{moses_type}.ini",
+                                          lexical_line(moses_type, table, defaults), len(prior)),
+                    "external": system.ini(work / f"{tag}ext.{moses_type}.ini",
                                            external_line(spelled, server.address, moses_type, defaults), len(prior))}
             binaries = {"lexical": lexical_moses, "external": moses}
             with ThreadPoolExecutor(len(sides)) as pool:
@@ -138,7 +161,7 @@ def main() -> None:
                 continue
             lex_run, ext_run = got["lexical"], got["external"]
             differ = compare(lex_run["lines"], ext_run["lines"])
-            row = {"type": moses_type, "external_type": spelled, "sentences": len(lines), "differ": len(differ),
+            row = {"binary": args.binary, "type": moses_type, "external_type": spelled, "sentences": len(lines), "differ": len(differ),
                    "differing_lines": differ[:20], "lexical_decode_s": lex_run["decode_s"],
                    "external_decode_s": ext_run["decode_s"], "flags": args.moses_flags,
                    "at": time.strftime("%H:%M:%S", time.gmtime())}

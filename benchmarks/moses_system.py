@@ -68,6 +68,29 @@ def filter_table(src: Path, dst: Path, grams: set[str]) -> int:
     return kept
 
 
+def complete_table(table: Path, out: Path, lines: list[str], phrase_table: Path, prior: np.ndarray) -> int:
+    """TABLE plus a row `w ||| w ||| PRIOR` for every unknown word of `lines` (a source
+    word that is no source phrase of PHRASE_TABLE, so the decoder's only option for it is
+    the unknown-word one, which copies it); returns the rows added.
+
+    For Moses2, whose LexicalReordering has no default-scores: Moses2 gives a pair missing
+    from its table no reordering score, the served `lexical` family gives it the class
+    prior, so with these rows the table and the served model are the same model (Moses's
+    default-scores do this for moses). Only for `-fe` tables (Moses2 reads no other)."""
+    sources = set()
+    with gzip.open(phrase_table, "rt", encoding="utf-8") as f:
+        for line in f:
+            sources.add(line[:line.index(" |||")])
+    unknown = sorted({w for line in lines for w in line.split()} - sources)
+    values = " ".join(f"{p:.9g}" for p in prior)
+    tmp = out.with_name(out.name + ".tmp")
+    with gzip.open(table, "rb") as fin, gzip.open(tmp, "wb", compresslevel=1) as fout:
+        fout.write(fin.read())
+        fout.write("".join(f"{w} ||| {w} ||| {values}\n" for w in unknown).encode("utf-8"))
+    tmp.rename(out)
+    return len(unknown)
+
+
 def n_scores(moses_type: str) -> int:
     """Moses's GetNumScoreComponents for a type (collapseff: one per direction)."""
     t = MosesType.parse(moses_type)

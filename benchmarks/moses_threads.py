@@ -13,7 +13,10 @@ feature's own count, printed at exit with -v 1).
     python benchmarks/moses_threads.py --moses-dir INST --models REPO \
         --type hier-msd-bidirectional-fe --table TABLE.gz --phrase-table PT --lm LM --work WORK
 
-TABLE and the served model REPO/<type>/ come from benchmarks/moses_identity.py.
+TABLE and the served model REPO/<type>/ come from benchmarks/moses_identity.py. With
+`--binary moses2` (Moses2's LexicalReordering has no default-scores) neither line has
+default-scores and LexicalReordering reads TABLE plus one prior row per unknown word
+(moses_system.complete_table), so both features are the same model there too.
 What it must not do: build Moses or tables (MOSES-NOTES.md section 8).
 """
 
@@ -25,8 +28,8 @@ import re
 import statistics
 from pathlib import Path
 
-from moses_system import (ROOT, Server, decode, external_line, lexical_line, moses_binary, n_scores,
-                          served_prior, test_slice)
+from moses_system import (ROOT, Server, complete_table, decode, external_line, lexical_line, moses_binary,
+                          n_scores, served_prior, test_slice)
 
 TEST = ROOT.parent / "shared" / "data" / "ja-en" / "test.ja"
 IN_FLIGHT = re.compile(r": (\d+) Score RPCs for (\d+) sentences, at most (\d+) in flight at once, ([0-9.e+-]+) s of RPC")
@@ -35,8 +38,7 @@ IN_FLIGHT = re.compile(r": (\d+) Score RPCs for (\d+) sentences, at most (\d+) i
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--moses-dir")
-    ap.add_argument("--binary", default="moses", help="moses, or moses2 (which has no ExternalReordering yet "
-                    "and no default-scores: use with --features lexical)")
+    ap.add_argument("--binary", default="moses", choices=("moses", "moses2"), help="the decoder (default moses)")
     ap.add_argument("--features", nargs="+", default=["lexical", "external"], choices=("lexical", "external"))
     ap.add_argument("--models", type=Path, required=True)
     ap.add_argument("--type", default="hier-msd-bidirectional-fe", help="also the served model's name")
@@ -60,10 +62,14 @@ def main() -> None:
 
     runs: dict[tuple[str, int], list] = {}
     with Server(args.models, log=work / "serve.log", extra=("--cache-size", "0")) as server:
-        defaults = (None if args.binary == "moses2" else
-                    ",".join(f"{p:.9g}" for p in served_prior(server.address, args.type)))
-        inis = {"lexical": system.ini(work / "lex.ini", lexical_line(args.type, args.table, defaults), n),
-                "external": system.ini(work / "ext.ini", external_line(args.type, server.address, args.type, defaults), n)}
+        prior = served_prior(server.address, args.type)
+        table, defaults, tag = args.table, ",".join(f"{p:.9g}" for p in prior), ""
+        if args.binary == "moses2":
+            table, defaults, tag = work / "table.moses2.gz", None, "moses2."
+            complete_table(args.table, table, lines, system.phrase_table, prior)
+        inis = {"lexical": system.ini(work / f"{tag}lex.ini", lexical_line(args.type, table, defaults), n),
+                "external": system.ini(work / f"{tag}ext.ini",
+                                       external_line(args.type, server.address, args.type, defaults), n)}
         for _ in range(args.repeat):
             for threads in args.threads:
                 for feature in args.features:

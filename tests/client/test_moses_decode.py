@@ -10,6 +10,11 @@ table and `moses-reorder train --family lexical` the model of the same table, se
 identical with LexicalReordering(table) and ExternalReordering(served model), whatever
 the spelling of `type=`.
 
+Moses2 too, when MOSES_DIR/bin/moses2 has ExternalReordering (install.sh installs both):
+the same identity with Moses2's own LexicalReordering (on `-fe` types: Moses2 reads no
+other table; no default-scores: Moses2 has none, so its table gets one prior row per
+unknown word instead), -threads 2 identical to -threads 1, and the schema check.
+
 Needs a Moses build with ExternalReordering installed (moses_ff/install.sh): set
 MOSES_DIR to the Moses tree (built in place, bjam's default) or its install prefix: the
 directory holding bin/moses and bin/lmplz. Without it the test is skipped. The whole-test-set versions are benchmarks/moses_identity.py and
@@ -36,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from moses_failover import Watched  # noqa: E402
-from moses_system import (Server, System, compare, decode, external_line, lexical_line, n_scores,  # noqa: E402
-                          served_prior)
+from moses_system import (Server, System, compare, complete_table, decode, external_line,  # noqa: E402
+                          lexical_line, n_scores, served_prior)
 
 
 def _moses() -> Path | None:
@@ -53,6 +58,17 @@ MOSES = _moses()
 pytestmark = pytest.mark.skipif(
     MOSES is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
                           "set MOSES_DIR to the Moses directory holding bin/moses and bin/lmplz")
+
+
+def _moses2() -> Path | None:
+    path = MOSES.parent / "moses2" if MOSES else None
+    return path if path and path.is_file() and b"ExternalReordering" in path.read_bytes() else None
+
+
+MOSES2 = _moses2()
+needs_moses2 = pytest.mark.skipif(
+    MOSES2 is None, reason="needs a Moses build whose moses2 has ExternalReordering (moses_ff/install.sh "
+                           "installs it, then rebuild): set MOSES_DIR to the Moses directory holding bin/moses2")
 
 TYPES = ("wbe-msd-bidirectional-fe", "hier-msd-bidirectional-fe", "wbe-mslr-backward-f",
          "wbe-monotonicity-forward-fe", "hier-mslr-bidirectional-f")
@@ -149,6 +165,62 @@ def test_a_served_model_of_another_schema_is_refused(system, server):
     assert run.returncode != 0
     assert "needs a phrase-msd-bidirectional-fe model" in run.stderr
     assert "is wbe-msd-bidirectional-fe" in run.stderr
+
+
+@needs_moses2
+@pytest.mark.parametrize("lexical_type, spelled, model", [
+    ("wbe-msd-bidirectional-fe", "msd-bidirectional-fe", "wbe-msd-bidirectional-fe"),
+    ("hier-msd-bidirectional-fe", "fe-bidirectional-msd-hier-allff", "hier-msd-bidirectional-fe"),
+    ("hier-msd-bidirectional-fe-collapseff", "hier-collapseff-msd-bidirectional-fe", "hier-msd-bidirectional-fe"),
+    ("wbe-monotonicity-forward-fe", "forward-monotonicity-fe", "wbe-monotonicity-forward-fe"),
+])
+def test_moses2_served_table_translates_exactly_like_moses2_lexical_reordering(system, server, lexical_type,
+                                                                               spelled, model):
+    work, sys_, src = system
+    n = n_scores(lexical_type)
+    table = work / f"{model}.moses2.gz"
+    if not table.is_file():
+        complete_table(work / f"{model}.gz", table, src.read_text(encoding="utf-8").splitlines(),
+                       sys_.phrase_table, served_prior(server.address, model))
+    lex = decode(MOSES2, ini(sys_, work / f"lex2-{spelled}.ini", lexical_line(lexical_type, table), n), src)
+    ext = decode(MOSES2, ini(sys_, work / f"ext2-{spelled}.ini", external_line(spelled, server.address, model), n),
+                 src)
+    assert lex.returncode == 0, lex.stderr[-2000:]
+    assert ext.returncode == 0, ext.stderr[-2000:]
+    assert len(lex.lines) == N_SENTENCES
+    assert compare(lex.lines, ext.lines) == []
+    assert f"model {model} version 1" in ext.stderr
+    assert f": {N_SENTENCES} Score RPCs for {N_SENTENCES} sentences" in ext.stderr
+
+
+@needs_moses2
+def test_moses2_two_threads_translate_like_one(system, server):
+    work, sys_, src = system
+    model = "hier-msd-bidirectional-fe"
+    path = ini(sys_, work / "ext2-threads.ini", external_line(model, server.address, model), 6)
+    many = src.read_text(encoding="utf-8") * 3
+    (work / "test3.ja").write_text(many, encoding="utf-8")
+    one = decode(MOSES2, path, work / "test3.ja", threads=1)
+    two = decode(MOSES2, path, work / "test3.ja", threads=2)
+    assert one.returncode == 0 and two.returncode == 0, two.stderr[-2000:]
+    assert len(one.lines) == 3 * N_SENTENCES
+    assert compare(one.lines, two.lines) == []
+
+
+@needs_moses2
+def test_moses2_refuses_a_served_model_of_another_schema_and_a_missing_server(system, server):
+    work, sys_, src = system
+    wrong = decode(MOSES2, ini(sys_, work / "wrong2.ini",
+                               external_line("phrase-msd-bidirectional-fe", server.address, "wbe-msd-bidirectional-fe"),
+                               6), src)
+    assert wrong.returncode != 0
+    assert "needs a phrase-msd-bidirectional-fe model" in wrong.stderr
+    assert "is wbe-msd-bidirectional-fe" in wrong.stderr
+    nobody, model = "127.0.0.1:1", "hier-msd-bidirectional-fe"
+    missing = decode(MOSES2, ini(sys_, work / "missing2.ini",
+                                 external_line(model, nobody, model, extra="timeout-ms=1000"), 6), src)
+    assert missing.returncode != 0
+    assert f"cannot load model '{model}' from {nobody}" in missing.stderr
 
 
 MODEL = "hier-msd-bidirectional-fe"
