@@ -48,34 +48,52 @@ namespace Moses2
 class InputPathBase;
 
 // One sentence's rows of ln-probabilities, one per (input path, target phrase) the
-// phrase tables gave for it. Written once (by the RPC), then only read.
+// phrase tables gave for it. Written once (by the RPC), then only read, once per
+// hypothesis expansion: an open-addressing table of pointer pairs (one probe, mostly
+// one cache line), sized by Reserve() before the first Add().
 class SentenceRows
 {
 public:
+  SentenceRows() : m_mask(0) {}
+
   // The row of an option, or NULL (no row: no score, as Moses2 for a pair not in its table).
-  const SCORE *Find(const InputPathBase *path, const void *targetPhrase) const {
-    Index::const_iterator it = m_index.find(Key(path, targetPhrase));
-    return it == m_index.end() ? NULL : &m_values[it->second];
-  }
-  void Add(const InputPathBase *path, const void *targetPhrase, const SCORE *row, size_t width) {
-    m_index[Key(path, targetPhrase)] = m_values.size();
-    m_values.insert(m_values.end(), row, row + width);
+  const SCORE *Find(const void *path, const void *targetPhrase) const {
+    if (m_slots.empty()) return NULL;
+    for (size_t i = Hash(path, targetPhrase) & m_mask;; i = (i + 1) & m_mask) {
+      const Slot &s = m_slots[i];
+      if (s.targetPhrase == targetPhrase && s.path == path) return &m_values[s.offset];
+      if (s.targetPhrase == NULL) return NULL;
+    }
   }
   void Reserve(size_t pairs, size_t width) {
-    m_index.reserve(pairs);
+    size_t size = 16;
+    while (size < 2 * pairs) size *= 2;
+    m_slots.assign(size, Slot());
+    m_mask = size - 1;
     m_values.reserve(pairs * width);
+  }
+  void Add(const void *path, const void *targetPhrase, const SCORE *row, size_t width) {
+    size_t i = Hash(path, targetPhrase) & m_mask;
+    while (m_slots[i].targetPhrase != NULL && !(m_slots[i].targetPhrase == targetPhrase && m_slots[i].path == path))
+      i = (i + 1) & m_mask;
+    m_slots[i].path = path;
+    m_slots[i].targetPhrase = targetPhrase;
+    m_slots[i].offset = m_values.size();
+    m_values.insert(m_values.end(), row, row + width);
   }
 
 private:
-  typedef std::pair<const void*, const void*> Key;
-  struct KeyHash {
-    size_t operator()(const Key &k) const {
-      size_t seed = std::hash<const void*>()(k.first);
-      return seed ^ (std::hash<const void*>()(k.second) + 0x9e3779b9 + (seed << 6) + (seed >> 2));
-    }
+  struct Slot {
+    const void *path, *targetPhrase;
+    size_t offset;
+    Slot() : path(NULL), targetPhrase(NULL), offset(0) {}
   };
-  typedef std::unordered_map<Key, size_t, KeyHash> Index;
-  Index m_index;
+  static size_t Hash(const void *a, const void *b) {
+    uint64_t h = (uint64_t) (uintptr_t) a * 0x9E3779B97F4A7C15ULL ^ (uint64_t) (uintptr_t) b * 0xC2B2AE3D27D4EB4FULL;
+    return (size_t) (h ^ (h >> 29));
+  }
+  std::vector<Slot> m_slots;
+  size_t m_mask;
   std::vector<SCORE> m_values;
 };
 
