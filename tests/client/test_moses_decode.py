@@ -167,11 +167,14 @@ def test_a_served_model_of_another_schema_is_refused(system, server):
     assert "is wbe-msd-bidirectional-fe" in run.stderr
 
 
+# No collapseff case: Moses2's LexicalReordering keeps only num-features (2) values of a
+# table row and then reads row[offset + orientation] past them (moses2/FF/LexicalReordering,
+# EvaluateAfterTablePruning and LRState::CopyScores), so it has nothing exact to compare
+# with; ExternalReordering reads the full served row there, as Moses's LexicalReordering does.
 @needs_moses2
 @pytest.mark.parametrize("lexical_type, spelled, model", [
     ("wbe-msd-bidirectional-fe", "msd-bidirectional-fe", "wbe-msd-bidirectional-fe"),
     ("hier-msd-bidirectional-fe", "fe-bidirectional-msd-hier-allff", "hier-msd-bidirectional-fe"),
-    ("hier-msd-bidirectional-fe-collapseff", "hier-collapseff-msd-bidirectional-fe", "hier-msd-bidirectional-fe"),
     ("wbe-monotonicity-forward-fe", "forward-monotonicity-fe", "wbe-monotonicity-forward-fe"),
 ])
 def test_moses2_served_table_translates_exactly_like_moses2_lexical_reordering(system, server, lexical_type,
