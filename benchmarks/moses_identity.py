@@ -163,12 +163,15 @@ def main() -> None:
             differ = compare(lex_run["lines"], ext_run["lines"])
             row = {"binary": args.binary, "type": moses_type, "external_type": spelled, "sentences": len(lines), "differ": len(differ),
                    "differing_lines": differ[:20], "lexical_decode_s": lex_run["decode_s"],
-                   "external_decode_s": ext_run["decode_s"], "flags": args.moses_flags,
+                   "external_decode_s": ext_run["decode_s"], "lexical_wall_s": lex_run["wall_s"],
+                   "external_wall_s": ext_run["wall_s"], "flags": args.moses_flags,
                    "at": time.strftime("%H:%M:%S", time.gmtime())}
             with open(results, "a") as f:
                 f.write(json.dumps(row) + "\n")
+            # moses2 prints no per-sentence "Translation took": its process wall time instead
+            clock = "wall" if moses2 else "decode"
             print(f"{moses_type:32s} as {spelled:34s} differ {len(differ):3d}/{len(lines)}  "
-                  f"decode lex {lex_run['decode_s']:6.1f} s ext {ext_run['decode_s']:6.1f} s", flush=True)
+                  f"{clock} lex {lex_run[clock + '_s']:6.1f} s ext {ext_run[clock + '_s']:6.1f} s", flush=True)
 
     if not results.is_file():
         return
