@@ -211,7 +211,7 @@ def test_moses2_two_threads_translate_like_one(system, server):
 
 
 @needs_moses2
-def test_moses2_refuses_a_served_model_of_another_schema_and_a_missing_server(system, server):
+def test_moses2_refuses_a_served_model_of_another_schema_and_a_missing_server_but_shows_weights(system, server):
     work, sys_, src = system
     wrong = decode(MOSES2, ini(sys_, work / "wrong2.ini",
                                external_line("phrase-msd-bidirectional-fe", server.address, "wbe-msd-bidirectional-fe"),
@@ -224,6 +224,10 @@ def test_moses2_refuses_a_served_model_of_another_schema_and_a_missing_server(sy
                                  external_line(model, nobody, model, extra="timeout-ms=1000"), 6), src)
     assert missing.returncode != 0
     assert f"cannot load model '{model}' from {nobody}" in missing.stderr
+    # mert-moses.pl runs `-show-weights`, for which moses2 loads every feature: no server needed.
+    weights = decode(MOSES2, work / "missing2.ini", src, flags=("-show-weights",))
+    assert weights.returncode == 0, weights.stderr[-2000:]
+    assert "LexicalReordering0= 0.3 0.3 0.3 0.3 0.3 0.3" in weights.lines
 
 
 MODEL = "hier-msd-bidirectional-fe"
