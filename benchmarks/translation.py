@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))      # this checkout's server/ and training/, whatever is installed
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "ja-en"
 DEFAULT_WORK = Path("/work/mt/ja-en")
 MOSES_TYPE = "hier-msd-bidirectional-fe"
@@ -570,7 +571,7 @@ def write_ini(path: Path, sections: dict[str, list[str]]) -> None:
             out.append(f"[{name}]")
         out.extend(lines)
         out.append("")
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # two runs of one system
     tmp.write_text("\n".join(out), encoding="utf-8")
     os.replace(tmp, path)
 
