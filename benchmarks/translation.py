@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))      # this checkout's server/ and training/, whatever is installed
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "ja-en"
 DEFAULT_WORK = Path("/work/mt/ja-en")
 MOSES_TYPE = "hier-msd-bidirectional-fe"
@@ -105,12 +106,12 @@ def plan(best: str) -> list[Job]:
     """The issue's order of priority; held-out decodes follow the runs they need."""
     t = lambda s, m, k: Job("tune", s, m, k)          # noqa: E731
     h = lambda s, m, k: Job("heldout", s, m, k)       # noqa: E731
-    jobs = [t("lexical", "mert", 1), t(best, "mert", 1), t("lexical", "pro", 1), t(best, "pro", 1)]
-    for k in (2, 3):
+    jobs = []
+    for k in (1, 2, 3):                     # the goal: 3 MERT runs each, both test sets
         jobs += [t("lexical", "mert", k), t(best, "mert", k)]
     for k in (1, 2, 3):
         jobs += [h("lexical", "mert", k), h(best, "mert", k)]
-    for k in (2, 3):
+    for k in (1, 2, 3):
         jobs += [t("lexical", "pro", k), t(best, "pro", k)]
     for k in (1, 2, 3):
         jobs += [t("lexical", "mira", k), t(best, "mira", k)]
@@ -504,6 +505,43 @@ class Study:
         self.log(f"{job.key}: {subset} decoded in {secs:.0f} s ({n} sentences)")
 
 
+    def retime(self, job: Job) -> float:
+        """Decode the test set again with the run's tuned weights, nothing else of the study
+        running, and append the seconds per sentence to WORK/runs/.../timing.json: the
+        decode times the study logs come from decodes that ran beside tuning jobs."""
+        system, d = SYSTEMS[job.system], self.run_dir(job)
+        self.prepare_system(system)
+        ini = self.system_ini(system, "test", weights_from=d / "tuned.ini")
+        with open(self.text("test", SRC), "rb") as fin, open(d / "timing.out", "wb") as fout, \
+                open(d / "timing.log", "wb") as ferr:
+            wall = self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+        took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
+                                             (d / "timing.log").read_bytes())]
+        same = (d / "timing.out").read_bytes() == (d / "test.out").read_bytes()
+        path = d / "timing.json"
+        timings = json.loads(path.read_text()) if path.is_file() else []
+        timings.append({"sec_per_sent": sum(took) / max(1, len(took)), "wall_seconds": round(wall, 2),
+                        "load": round(os.getloadavg()[0], 2), "same_output": same,
+                        "at": time.strftime("%Y-%m-%d %H:%M:%S")})
+        path.write_text(json.dumps(timings, indent=1) + "\n")
+        self.log(f"{job.key}: re-timed test decode {timings[-1]['sec_per_sent']:.4f} s/sent "
+                 f"(load {timings[-1]['load']}, same output: {same})")
+        return timings[-1]["sec_per_sent"]
+
+
+def retime_decodes(study: Study, jobs: list[Job], rounds: int) -> None:
+    """Lexical and the best External, alternating, one decode at a time: same-machine ratios."""
+    pairs: dict[tuple[str, int], list[Job]] = {}
+    for j in jobs:
+        if j.kind == "tune" and j.system in ("lexical", study.best) and study.finished(j):
+            pairs.setdefault((j.method, j.run), []).append(j)
+    for _ in range(rounds):
+        for (method, run), pair in sorted(pairs.items()):
+            if len(pair) == 2:
+                for j in pair:
+                    study.retime(j)
+
+
 def _console_script_is_ours(path: str) -> bool:
     """An installed moses-reorder-megam whose package resolves (an older editable install may not have it)."""
     try:
@@ -533,7 +571,7 @@ def write_ini(path: Path, sections: dict[str, list[str]]) -> None:
             out.append(f"[{name}]")
         out.extend(lines)
         out.append("")
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # two runs of one system
     tmp.write_text("\n".join(out), encoding="utf-8")
     os.replace(tmp, path)
 
@@ -613,7 +651,11 @@ def score_rows(study: Study, subset: str) -> tuple[list[dict], dict]:
                     hyps = lines_of(d / f"{subset}.out")
                     info = json.loads((d / f"{subset}.json").read_text())
                     tune = json.loads((d / "tune.json").read_text()) if (d / "tune.json").is_file() else {}
+                    timing = json.loads((d / "timing.json").read_text()) if subset == "test" and \
+                        (d / "timing.json").is_file() else []
                     runs.append({"run": k, "hyps": hyps, "bleu": bleu.corpus_score(hyps, [refs]).score,
+                                 "quiet_sec_per_sent": statistics.median(t["sec_per_sent"] for t in timing)
+                                 if timing else None,
                                  "chrf": chrf.corpus_score(hyps, [refs]).score,
                                  "sec_per_sent": info["decode_seconds"] / max(1, info["timed_sentences"]),
                                  "iterations": tune.get("iterations"), "tune_min": tune.get("seconds", 0) / 60})
@@ -652,6 +694,7 @@ def fmt_runs(values: list[float]) -> str:
 def table(study: Study, jobs: list[Job]) -> str:
     out = []
     lex_secs: dict[str, float] = {}
+    lex_quiet: dict[str, float] = {}
     for subset, title in (("test", "ja-en test (500 sentences)"),
                           ("heldout", f"held-out last {study.heldout} pairs of train")):
         if not (study.text(subset, TGT)).is_file():
@@ -663,10 +706,12 @@ def table(study: Study, jobs: list[Job]) -> str:
                    "sample s.d. over runs (the runs' values); p = paired bootstrap (1000 resamples) "
                    "against Lexical with the same tuner on the pooled outputs of the first n runs "
                    "of each; s/sent = Moses's 'Translation took' summed / sentences (`-threads 1`, "
-                   "decodes run beside other jobs on a shared 2-core machine)\n")
+                   "decodes run beside other jobs on a shared 2-core machine); s/sent alone = the "
+                   "same, re-decoded with `--retime` (Lexical and the best External alternating, "
+                   "nothing else of the study running; median over re-decodes, mean over runs)\n")
         out.append("| system | tuner | runs | BLEU | chrF | Δ BLEU vs Lexical | p BLEU | p chrF | s/sent | "
-                   "tuning iterations |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
+                   "s/sent alone | tuning iterations |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         means = {(r["system"], r["method"]): statistics.mean(x["bleu"] for x in r["runs"]) for r in rows}
         for r in rows:
             bleus = [x["bleu"] for x in r["runs"]]
@@ -680,9 +725,18 @@ def table(study: Study, jobs: list[Job]) -> str:
             p_c = f"{r['p_chrf']:.3f}" if "p_chrf" in r else ""
             ratio = lex_secs.get((subset, r["method"]))
             s = f"{secs:.3f}" + (f" ({secs / ratio:.2f}x)" if ratio and r["system"] != "lexical" else "")
+            quiet = [x["quiet_sec_per_sent"] for x in r["runs"] if x["quiet_sec_per_sent"] is not None]
+            alone = ""
+            if quiet:
+                qsecs = statistics.mean(quiet)
+                if r["system"] == "lexical":
+                    lex_quiet[r["method"]] = qsecs
+                qbase = lex_quiet.get(r["method"])
+                alone = f"{qsecs:.3f}" + (f" ({qsecs / qbase:.2f}x)" if qbase and r["system"] != "lexical"
+                                          else "") + (f" (n={len(quiet)})" if len(quiet) < len(r["runs"]) else "")
             its = "/".join(str(x["iterations"]) for x in r["runs"] if x["iterations"] is not None)
             out.append(f"| {SYSTEMS[r['system']].label} | {METHOD_LABEL[r['method']]} | {len(r['runs'])} | "
-                       f"{fmt_runs(bleus)} | {fmt_runs(chrfs)} | {delta} | {p_b} | {p_c} | {s} | {its} |")
+                       f"{fmt_runs(bleus)} | {fmt_runs(chrfs)} | {delta} | {p_b} | {p_c} | {s} | {alone} | {its} |")
         out.append("")
     remaining = [j for j in jobs if not study.finished(j)]
     if remaining:
@@ -709,6 +763,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-jobs", type=int, help="start at most this many jobs in this invocation")
     p.add_argument("--table", action="store_true", help="only print the table of what has finished")
     p.add_argument("--plan", action="store_true", help="only print the jobs in order and their state")
+    p.add_argument("--retime", type=int, metavar="ROUNDS",
+                   help="only re-decode the finished test sets of Lexical and the best External, "
+                        "alternating, ROUNDS times (run it on an otherwise idle machine)")
     args = p.parse_args(argv)
 
     study = Study(args)
@@ -720,7 +777,12 @@ def main(argv: list[str] | None = None) -> int:
         for j in jobs:
             print(f"{j.key:32} {'done' if study.finished(j) else 'tuned' if study.tuned(j) else '-'}")
         return 0
-    if not args.table:
+    if args.retime:
+        try:
+            retime_decodes(study, jobs, args.retime)
+        finally:
+            study.stop_server()
+    elif not args.table:
         try:
             study.prepare_corpus()
             study.build_lm()
