@@ -157,23 +157,26 @@ def seen_heldout_pairs(store: ExampleStore, heldout: np.ndarray, step: int = 4 *
 
 def distinct_in_range(task: tuple) -> np.ndarray:
     """Task: the sorted distinct pair keys of the masked examples lo..hi-1; with a
-    candidates file, the indices of the candidates among them instead."""
+    candidates file (sorted keys), the indices of the candidates among them instead."""
     store_path, lo, hi, mask_path, candidates_path, step = task
     store = ExampleStore.open(store_path)
     mask = np.load(mask_path, mmap_mode="r")
-    candidates = None if candidates_path is None else np.load(candidates_path, mmap_mode="r")
+    candidates = None if candidates_path is None else np.load(candidates_path)
     parts = []
+    seen = None if candidates is None else np.zeros(candidates.shape[0], dtype=bool)
     for a in range(lo, hi, step):
         chunk = store.read_examples(a, min(a + step, hi), mask)
         if chunk is None:
             continue
-        keys = np.unique(pair_keys(chunk.batch))
-        if candidates is not None:
-            pos = np.minimum(np.searchsorted(candidates, keys), candidates.shape[0] - 1)
-            keys = pos[candidates[pos] == keys]
-        parts.append(keys)
-    dtype = np.uint64 if candidates is None else np.int64
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=dtype)
+        keys = pair_keys(chunk.batch)
+        if seen is None:
+            parts.append(np.unique(keys))
+            continue
+        pos = np.minimum(np.searchsorted(candidates, keys), candidates.shape[0] - 1)
+        seen[pos[candidates[pos] == keys]] = True
+    if seen is not None:
+        return np.flatnonzero(seen)
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
 
 
 _MODEL: dict[str, LoadedModel] = {}  # a worker keeps the model it scored with last
