@@ -178,19 +178,26 @@ class _Assembler:
             self.n_pending += len(r.rows)
         self._cut(done=r.stop)
 
+    def _sentence_of_pending(self, k: int) -> int:
+        for rows, _ in self.pending:
+            if k < len(rows):
+                return int(rows[k, 0])
+            k -= len(rows)
+        raise IndexError(k)
+
     def _cut(self, done: int, last: bool = False) -> None:
-        """Write every chunk that ends at or before sentence `done` (all if `last`)."""
+        """Write every chunk that ends at or before sentence `done` (all if `last`). The
+        pending ranges are joined only to cut a chunk (joining them at every range that
+        arrives until the chunk's boundary sentence is done was quadratic)."""
         while self.n_pending and (last or self.n_pending >= self.chunk_examples):
+            whole = last and self.n_pending < self.chunk_examples
+            if not whole:
+                boundary = (self._sentence_of_pending(self.chunk_examples - 1) // self.block + 1) * self.block
+                if boundary > done and not last:
+                    return
             rows = np.concatenate([p[0] for p in self.pending])
             labels = np.concatenate([p[1] for p in self.pending])
-            if last and self.n_pending < self.chunk_examples:
-                end = len(rows)
-            else:
-                boundary = (int(rows[self.chunk_examples - 1, 0]) // self.block + 1) * self.block
-                if boundary > done and not last:
-                    self.pending = [(rows, labels)]
-                    return
-                end = int(np.searchsorted(rows[:, 0], boundary))
+            end = len(rows) if whole else int(np.searchsorted(rows[:, 0], boundary))
             self.writer.add_chunk(rows[:end], labels[:end])
             self.pending = [(rows[end:], labels[end:])] if end < len(rows) else []
             self.n_pending = len(rows) - end
