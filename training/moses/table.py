@@ -481,7 +481,8 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
     `sort`: pass 1 spills every example's key to a partition of first source tokens (one
     task per store chunk), pass 2 counts and renders each partition (one task each), and
     the partitions' sorted lines are written one after the other as they come (a .gz is
-    deflated meanwhile on `jobs` threads: training/pgzip.py, one gzip member whose bytes
+    deflated meanwhile on `jobs` threads, even when the input is too small for worker
+    processes: training/pgzip.py, one gzip member whose bytes
     depend on the text only; why: gzip.GzipFile of the whole text in this process after
     the passes was ~2 s of serial CPU at 16M examples, the end of 2 jobs' critical path,
     and its bytes could not be split among threads). Byte-identical to the in-memory count_pairs + table_bytes
@@ -495,7 +496,8 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
     for direction in moses_type.directions:
         label_source(store, moses_type, direction)
     _check_token_hashes(store)
-    jobs = jobs_that_pay(resolve_jobs(jobs), store.n_examples, WORKER_EXAMPLES, scheduler)
+    cores = resolve_jobs(jobs)
+    jobs = jobs_that_pay(cores, store.n_examples, WORKER_EXAMPLES, scheduler)  # threads cost nothing to start
     per_task = max(parse_memory(memory) // (8 * jobs), 1)  # an eighth: peak stays flat well below it
     max_examples = max(per_task // BYTES_PER_EXAMPLE, 1)
     if partitions is None:
@@ -510,7 +512,7 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
             examples = runner.run(_spill_chunk, [_SpillTask(str(store.path), name, c, str(spill))
                                                  for c in range(len(store.meta["chunks"]))])
             rows = []
-            with ParallelGzipWriter(raw, threads=jobs) if out.name.endswith(".gz") else nullcontext(raw) as sink:
+            with ParallelGzipWriter(raw, threads=cores) if out.name.endswith(".gz") else nullcontext(raw) as sink:
                 for p, count in enumerate(runner.iter(_render_partition, [
                         _PartitionTask(str(store.path), name, p, smoothing, str(spill), max_examples)
                         for p in range(partitions)])):
