@@ -356,6 +356,10 @@ class _PartitionTask:
 #: Bytes a partition task holds per example (records, grouping, rendered and sorted text).
 BYTES_PER_EXAMPLE = 200
 PARTITION_MIN_EXAMPLES = 250_000
+#: Partitions of at most this many examples: smaller ones sort and gather their lines in
+#: cache (1.6M examples in 4 partitions took 3.1 s of CPU against 4.3 s in 1; 16M in 33
+#: no more than in 7), balance better across workers and leave a shorter .gz tail.
+PARTITION_MAX_EXAMPLES = 500_000
 #: Examples that pay for a local worker (~1.3 us an example over both passes; a spawned
 #: worker costs ~1.5 s to start): below 2 of them, one in-process job (parallel.jobs_that_pay).
 WORKER_EXAMPLES = 2_000_000
@@ -502,8 +506,9 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
     max_examples = max(per_task // BYTES_PER_EXAMPLE, 1)
     if partitions is None:
         needed = -(-store.n_examples * BYTES_PER_EXAMPLE // per_task)
-        # one partition per job too, but none under ~250k examples (a worker costs ~2 s to start)
-        partitions = max(1, needed, min(jobs, store.n_examples // PARTITION_MIN_EXAMPLES))
+        # partitions of at most ~500k examples, one per job too, but none under ~250k examples
+        partitions = max(1, needed, -(-store.n_examples // PARTITION_MAX_EXAMPLES),
+                         min(jobs, store.n_examples // PARTITION_MIN_EXAMPLES))
     spill = Path(tempfile.mkdtemp(prefix=f".{out.name}.spill-", dir=out.parent if str(out.parent) else "."))
     try:
         np.save(spill / "partition-of-token.npy", _partition_of_first_token(store, partitions))
