@@ -69,6 +69,17 @@ def resolve_jobs(jobs: int | None) -> int:
     return int(jobs)
 
 
+def jobs_that_pay(jobs: int, work: int, per_job: int, scheduler: str | None = None) -> int:
+    """How many of `jobs` local workers a stage should start for `work` units (examples,
+    bytes ...) when one worker pays for itself from `per_job` units: a spawned worker
+    costs ~1-2 s of CPU (imports, numba's cache) before its first task, so a small input
+    runs in this process, with the tasks of one job, whatever --jobs says. Decided from
+    sizes only, so the output is the same. A Dask scheduler is used as asked."""
+    if scheduler is not None:
+        return jobs
+    return max(1, min(jobs, work // max(int(per_job), 1)))
+
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 

@@ -24,6 +24,7 @@ def test_reports_agree_for_any_ranges_jobs_and_on_dask(store_2k, model, monkeypa
     whole = evaluate(model, store_2k.path, jobs=1, memory="4G")  # one range
     monkeypatch.setattr(evaluate_module, "RANGE_BYTES_PER_EXAMPLE", 32 << 10)  # 64M: 2,048-example ranges
     monkeypatch.setattr(evaluate_module, "MIN_RANGE_EXAMPLES", 1024)            # (1,024 with 2 jobs)
+    monkeypatch.setattr(evaluate_module, "WORKER_EXAMPLES", 1)  # 2 workers, though the store is small
     assert whole["split"]["heldout_examples"] > 3 * 2048  # so several ranges below
     for run in ({"jobs": 1}, {"jobs": 2}, {"scheduler": dask_cluster}):
         sharded = evaluate(model, store_2k.path, memory="64M", **run)

@@ -28,9 +28,11 @@ def _digest(path: Path) -> str:
 
 @pytest.fixture()
 def many_tasks(monkeypatch):
-    """Small task ranges, so the 2k-sentence store makes ~10 count and map tasks."""
+    """Small task ranges, so the 2k-sentence store makes ~10 count and map tasks, and
+    jobs=2 starts two workers though the store is too small for them to pay."""
     monkeypatch.setattr(matrix, "MIN_TASK_EXAMPLES", 4096)
     monkeypatch.setattr(matrix, "TASK_BYTES_PER_EXAMPLE", 8192)
+    monkeypatch.setattr(matrix, "WORKER_EXAMPLES", 1)
 
 
 @pytest.mark.parametrize("spec", ["S6", "S3"])
@@ -54,9 +56,10 @@ def test_partitioned_counts_equal_the_plain_count_in_any_grouping(store_2k, tmp_
               for i, (lo, hi) in enumerate(ranges)]
     keys = np.concatenate([extract_keys(c.batch, spec)[1] for c in store_2k.iter_chunks()])
     uniq, counts = np.unique(keys, return_counts=True)
-    for budget in (1 << 30, 12 * 4 * 2000):  # one merge group, or many small ones
-        tasks = matrix._merge_groups(spills, 3, budget)
-        assert (len(tasks) == 1) == (budget == 1 << 30)
+    for budget, min_groups in ((1 << 30, 1), (12 * 4 * 2000, 1), (1 << 30, 8)):  # one group, or many
+        tasks = matrix._merge_groups(spills, 3, budget, min_groups)
+        assert (len(tasks) == 1) == (budget == 1 << 30 and min_groups == 1)
+        assert len(tasks) >= min_groups
         merged = [merge_partitions(t) for t in tasks]
         got_keys = np.concatenate([m[0] for m in merged])
         assert np.array_equal(got_keys, uniq[counts > 3])

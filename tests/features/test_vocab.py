@@ -111,6 +111,44 @@ def test_npy_appender_writes_what_np_save_writes(tmp_path, blocks):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]  # the raw side file is gone
 
 
+def test_npy_appender_appends_npy_files_and_writes_np_save_bytes(tmp_path):
+    """Blocks and other processes' .npy files (copied by the kernel) in one file, the very
+    bytes np.save writes, with a trailing dimension too."""
+    rng = np.random.default_rng(7)
+    blocks = [rng.integers(0, 1000, size=(n, 2)).astype(np.int16) for n in (3, 0, 500, 7)]
+    np.save(tmp_path / "part.npy", blocks[2])
+    out = NpyAppender(tmp_path / "a.npy", np.int16, (2,))
+    out.append(blocks[0])
+    out.append_npy(tmp_path / "part.npy")
+    out.append(blocks[1])
+    out.append(blocks[3])
+    out.finish()
+    np.save(tmp_path / "expected.npy", np.concatenate([blocks[0], blocks[2], blocks[3]]))
+    assert (tmp_path / "a.npy").read_bytes() == (tmp_path / "expected.npy").read_bytes()
+    with pytest.raises(ValueError):
+        NpyAppender(tmp_path / "b.npy", np.int32).append_npy(tmp_path / "part.npy")
+
+
+def test_npy_appender_copies_behind_a_header_that_outgrew_its_room(tmp_path, monkeypatch):
+    """The fallback when the final header is longer than the room left for it (numpy pads
+    headers for 21-digit lengths, so only another numpy's header could): header, then a copy."""
+    from training import npyfile
+
+    out = NpyAppender(tmp_path / "a.npy", np.int64)
+    out.append(np.arange(10))
+    real = npyfile._header
+
+    def longer(dtype, shape):  # the same header, 64 bytes longer (a multiple of 64 still)
+        h = real(dtype, shape)
+        body = h[10:-1] + b" " * 64 + b"\n"
+        return h[:8] + len(body).to_bytes(2, "little") + body
+
+    monkeypatch.setattr(npyfile, "_header", longer)
+    out.finish()
+    assert np.array_equal(np.load(tmp_path / "a.npy"), np.arange(10))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]
+
+
 def test_cli_refuses_bad_spec(store_2k, capsys):
     assert cli_main(["features", "--store", str(store_2k.path), "--features", "S16"]) == 3
     assert "S16" in capsys.readouterr().err

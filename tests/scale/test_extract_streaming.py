@@ -13,6 +13,7 @@ import pytest
 from training.corpus.reading import plan_corpus, read_corpus
 from training.errors import InputError
 from training.moses.extract import parse_models
+from training.store import build
 from training.store.build import build_store, build_store_from_files
 from training.store.examples import ExampleStore
 
@@ -59,7 +60,13 @@ def test_one_range_makes_the_same_store(slice_2k, in_memory, tmp_path):
     assert from_files(slice_2k, tmp_path / "s", jobs=1, range_bytes=1 << 30) == in_memory
 
 
-def test_two_jobs_make_the_same_store(slice_2k, in_memory, tmp_path):
+@pytest.fixture()
+def workers(monkeypatch):
+    """jobs=2 starts two workers, though the corpus is too small for them to pay."""
+    monkeypatch.setattr(build, "WORKER_SOURCE_BYTES", 1)
+
+
+def test_two_jobs_make_the_same_store(slice_2k, in_memory, tmp_path, workers):
     assert from_files(slice_2k, tmp_path / "s", jobs=2, range_bytes=20000) == in_memory
 
 
@@ -67,7 +74,7 @@ def test_a_dask_cluster_makes_the_same_store(slice_2k, in_memory, dask_cluster, 
     assert from_files(slice_2k, tmp_path / "s", scheduler=dask_cluster, range_bytes=20000) == in_memory
 
 
-def test_an_error_in_a_later_range_names_the_file_line(slice_2k, tmp_path):
+def test_an_error_in_a_later_range_names_the_file_line(slice_2k, tmp_path, workers):
     files = {side: tmp_path / path.name for side, path in slice_2k.items()}
     for side, path in slice_2k.items():
         files[side].write_bytes(path.read_bytes())

@@ -9,6 +9,7 @@ import gzip
 import pytest
 
 from tests.conftest import GOLDEN
+from training.moses import table
 from training.moses.extract import parse_models
 from training.moses.table import build_table, count_pairs, probabilities, sort_lines, table_bytes
 from training.moses.types import MosesType
@@ -31,6 +32,12 @@ def store(slice_2k, tmp_path_factory) -> ExampleStore:
     return s
 
 
+@pytest.fixture(autouse=True)
+def workers_for_a_small_store(monkeypatch):
+    """jobs=2 starts two workers here, though the store is too small for them to pay."""
+    monkeypatch.setattr(table, "WORKER_EXAMPLES", 1)
+
+
 @pytest.mark.parametrize("moses_type", TYPES)
 @pytest.mark.parametrize("jobs, partitions", [(1, 1), (1, 9), (2, 4)])
 def test_partitions_and_jobs_give_moses_table(store, moses_type, jobs, partitions, tmp_path):
@@ -39,6 +46,26 @@ def test_partitions_and_jobs_give_moses_table(store, moses_type, jobs, partition
     assert summary.partitions == partitions and summary.examples == store.n_examples
     assert gzip.decompress(out.read_bytes()) == gzip.decompress((GOLDEN / out.name).read_bytes())
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_the_gz_file_is_the_same_bytes_for_any_jobs_and_partitions(store, tmp_path, monkeypatch):
+    """The .gz is deflated in blocks at fixed offsets of the text (training/pgzip.py), so
+    neither the compressing threads nor the partitions' sizes show in its bytes."""
+    monkeypatch.setattr("training.pgzip.BLOCK", 1 << 14)  # many blocks, cut inside partitions
+    mtype = MosesType.parse(TYPES[0])
+    build_table(store, mtype, tmp_path / "one.gz", jobs=1, partitions=1)
+    build_table(store, mtype, tmp_path / "two.gz", jobs=2, partitions=7)
+    assert (tmp_path / "one.gz").read_bytes() == (tmp_path / "two.gz").read_bytes()
+    assert gzip.decompress((tmp_path / "two.gz").read_bytes()) == gzip.decompress(
+        (GOLDEN / f"rt.{TYPES[0]}.gz").read_bytes())
+
+
+def test_a_small_store_runs_in_process_whatever_the_jobs(store, tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "WORKER_EXAMPLES", store.n_examples)  # one worker's worth: no pool
+    monkeypatch.setattr("training.parallel.ProcessPoolExecutor", None)  # would fail if started
+    build_table(store, MosesType.parse(TYPES[1]), tmp_path / "rt.gz", jobs=2)
+    assert gzip.decompress((tmp_path / "rt.gz").read_bytes()) == gzip.decompress(
+        (GOLDEN / f"rt.{TYPES[1]}.gz").read_bytes())
 
 
 def test_dask_cluster_gives_the_same_file(store, dask_cluster, tmp_path):

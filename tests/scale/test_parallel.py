@@ -8,7 +8,7 @@ import math
 import pytest
 
 from training.errors import InputError
-from training.parallel import chunked, iter_tasks, parse_memory, resolve_jobs, run_tasks
+from training.parallel import chunked, iter_tasks, jobs_that_pay, parse_memory, resolve_jobs, run_tasks
 
 TASKS = list(range(40))
 EXPECTED = [math.factorial(t) for t in TASKS]
@@ -39,6 +39,14 @@ def test_a_failing_task_raises_its_error(jobs):
 def test_a_failing_task_raises_its_error_on_dask(dask_cluster):
     with pytest.raises(ValueError):
         run_tasks(math.sqrt, [4.0, -1.0, 9.0], scheduler=dask_cluster)
+
+
+def test_workers_start_only_for_work_that_pays_for_them():
+    assert jobs_that_pay(2, work=1_500_000, per_job=1_000_000) == 1  # one in-process job
+    assert jobs_that_pay(2, work=16_000_000, per_job=1_000_000) == 2
+    assert jobs_that_pay(8, work=3_000_000, per_job=1_000_000) == 3
+    assert jobs_that_pay(2, work=0, per_job=1_000_000) == 1
+    assert jobs_that_pay(2, work=10, per_job=1_000_000, scheduler="local") == 2  # a cluster as asked
 
 
 def test_jobs_zero_or_none_means_every_core():

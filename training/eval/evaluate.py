@@ -24,7 +24,7 @@ import numpy as np
 from training import __version__
 from training.errors import InputError
 from training.features.batch import pair_slice
-from training.features.matrix import SUB_BATCH_PAIRS, distinct_pair_keys
+from training.features.matrix import SUB_BATCH_PAIRS
 from training.features.templates import pair_keys
 from training.eval.metrics import add_totals, slice_totals, summary_of_totals
 from training.modelfile.model import LoadedModel, load_model
@@ -35,6 +35,10 @@ from training.store.examples import ExampleStore
 
 RANGE_BYTES_PER_EXAMPLE = 4096  # a task's budget per example (batch, keys, scores): sets the range size
 MIN_RANGE_EXAMPLES, MAX_RANGE_EXAMPLES = 4096, 1 << 20
+# Store examples that pay for a local worker (scanning pair keys ~1 us an example, scoring
+# the held-out tenth more; a spawned worker ~1.5 s of CPU to start): below 2 of them, one
+# in-process job (parallel.jobs_that_pay).
+WORKER_EXAMPLES = 2_000_000
 
 
 def model_heldout_fraction(model: LoadedModel, default: float = 0.1) -> float:
@@ -121,25 +125,58 @@ def seen_pair_keys(store: ExampleStore, train_mask: np.ndarray) -> np.ndarray:
     """Sorted unique phrase-pair identity keys of the training sentences."""
     parts = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(train_mask)]
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
-def seen_heldout_pairs(store: ExampleStore, heldout: np.ndarray, step: int = 4 * SUB_BATCH_PAIRS) -> np.ndarray:
+
+
+def seen_heldout_pairs(store: ExampleStore, heldout: np.ndarray, step: int = 4 * SUB_BATCH_PAIRS,
+                       runner=None, range_examples: int = MAX_RANGE_EXAMPLES) -> np.ndarray:
     """Sorted pair keys of the held-out sentences that also occur in the training ones.
 
     Only the held-out pairs' distinct keys are held (a tenth of the examples at most),
     and the training sentences are scanned `step` examples at a time against them, so
-    memory does not grow with the training part's distinct pairs."""
-    candidates = distinct_pair_keys(store, heldout)
-    seen = np.zeros(candidates.shape[0], dtype=bool)
-    if candidates.shape[0] == 0:
-        return candidates
-    train = ~heldout
-    for lo in range(0, store.n_examples, step):
-        chunk = store.read_examples(lo, lo + step, train)
+    memory does not grow with the training part's distinct pairs. Both scans are tasks
+    over ranges of `range_examples` examples, run by `runner` (a training.parallel
+    TaskRunner; None: in this process, one after the other)."""
+    run = runner.iter if runner is not None else map
+    path = str(Path(store.path).resolve())
+    ranges = [(lo, min(lo + range_examples, store.n_examples)) for lo in range(0, store.n_examples, range_examples)]
+    with tempfile.TemporaryDirectory(prefix="seen-") as tmp:
+        heldout_path, train_path = str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "train.npy")
+        np.save(heldout_path, heldout)
+        np.save(train_path, ~heldout)
+        parts = list(run(distinct_in_range, [(path, lo, hi, heldout_path, None, step) for lo, hi in ranges]))
+        candidates = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+        if candidates.shape[0] == 0:
+            return candidates
+        candidates_path = str(Path(tmp) / "candidates.npy")
+        np.save(candidates_path, candidates)
+        seen = np.zeros(candidates.shape[0], dtype=bool)
+        for found in run(distinct_in_range, [(path, lo, hi, train_path, candidates_path, step) for lo, hi in ranges]):
+            seen[found] = True
+    return candidates[seen]
+
+
+def distinct_in_range(task: tuple) -> np.ndarray:
+    """Task: the sorted distinct pair keys of the masked examples lo..hi-1; with a
+    candidates file (sorted keys), the indices of the candidates among them instead."""
+    store_path, lo, hi, mask_path, candidates_path, step = task
+    store = ExampleStore.open(store_path)
+    mask = np.load(mask_path, mmap_mode="r")
+    candidates = None if candidates_path is None else np.load(candidates_path)
+    parts = []
+    seen = None if candidates is None else np.zeros(candidates.shape[0], dtype=bool)
+    for a in range(lo, hi, step):
+        chunk = store.read_examples(a, min(a + step, hi), mask)
         if chunk is None:
             continue
         keys = pair_keys(chunk.batch)
+        if seen is None:
+            parts.append(np.unique(keys))
+            continue
         pos = np.minimum(np.searchsorted(candidates, keys), candidates.shape[0] - 1)
         seen[pos[candidates[pos] == keys]] = True
-    return candidates[seen]
+    if seen is not None:
+        return np.flatnonzero(seen)
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
 
 
 _MODEL: dict[str, LoadedModel] = {}  # a worker keeps the model it scored with last
@@ -189,7 +226,7 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
     sub-batch at a time; only the metric totals come back, so memory does not grow with
     the held-out set. `memory` sizes the ranges."""
     from training import defaults
-    from training.parallel import parse_memory, resolve_jobs, run_tasks
+    from training.parallel import jobs_that_pay, parse_memory, resolve_jobs, task_runner
 
     model = model or load_model(model_path)
     store = ExampleStore.open(store_dir)
@@ -198,18 +235,18 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
     heldout = heldout_sentences(store.n_sentences, fraction)
     if not heldout.any():
         raise InputError(f"held-out fraction {fraction} leaves no held-out sentence", store_dir)
-    jobs = resolve_jobs(jobs)
+    jobs = jobs_that_pay(resolve_jobs(jobs), store.n_examples, WORKER_EXAMPLES, scheduler)
     share = parse_memory(memory if memory is not None else defaults.MEMORY) // jobs
     size = max(MIN_RANGE_EXAMPLES, min(MAX_RANGE_EXAMPLES, share // RANGE_BYTES_PER_EXAMPLE))
     # Held-out sentences are the tail: ranges start at the first held-out example.
     first = store.first_example_of(int(np.argmax(heldout)))
-    with tempfile.TemporaryDirectory(prefix="eval-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="eval-") as tmp, task_runner(jobs=jobs, scheduler=scheduler) as runner:
         np.save(Path(tmp) / "heldout.npy", heldout)
-        np.save(Path(tmp) / "seen.npy", seen_heldout_pairs(store, heldout))
+        np.save(Path(tmp) / "seen.npy", seen_heldout_pairs(store, heldout, runner=runner, range_examples=size))
         tasks = [(str(Path(model_path).resolve()), str(Path(store.path).resolve()), lo,
                   min(lo + size, store.n_examples), str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "seen.npy"))
                  for lo in range(first, store.n_examples, size)]
-        parts = [t for t in run_tasks(score_range, tasks, jobs=jobs, scheduler=scheduler) if t is not None]
+        parts = [t for t in runner.run(score_range, tasks) if t is not None]
     if not parts:
         raise InputError("the held-out sentences hold no examples", store.path)
     totals = {d: {name: None for name in ("all", "seen", "unseen")} for d in mtype.directions}

@@ -52,6 +52,10 @@ SUB_BATCH_PAIRS = 65_536
 PARTITION_BITS = 10  # count spills are cut into 1,024 partitions by the keys' top bits
 TASK_BYTES_PER_EXAMPLE = 4096  # a task's budget per example (batch, keys, counter): sets the range size
 MIN_TASK_EXAMPLES, MAX_TASK_EXAMPLES = 16_384, 1 << 20
+MERGE_GROUPS_PER_JOB = 4  # merge tasks per worker (smaller groups balance better; one in-process)
+# Examples that pay for a local worker (count + map cost 2-4 us an example, a spawned
+# worker ~1.5 s of CPU to start): below 2 of them, one in-process job (parallel.jobs_that_pay).
+WORKER_EXAMPLES = 1 << 20
 CACHE_FORMAT = "moses-reorder-features"
 
 
@@ -244,7 +248,7 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
     directory and returns the matrix in memory.
     """
     from training import defaults
-    from training.parallel import parse_memory, resolve_jobs
+    from training.parallel import jobs_that_pay, parse_memory, resolve_jobs
 
     spec = spec if isinstance(spec, FeatureSpec) else FeatureSpec.parse(spec)
     threshold = int(threshold)
@@ -258,8 +262,8 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
         found = _load_cache(target, store, spec, threshold)
         if found is not None:
             return found
-    plan = _Plan(store, spec, threshold, resolve_jobs(jobs), scheduler,
-                 parse_memory(memory if memory is not None else defaults.MEMORY))
+    jobs = jobs_that_pay(resolve_jobs(jobs), store.n_examples, WORKER_EXAMPLES, scheduler)
+    plan = _Plan(store, spec, threshold, jobs, scheduler, parse_memory(memory if memory is not None else defaults.MEMORY))
     if not cache:
         with tempfile.TemporaryDirectory(prefix="features-") as tmp:
             built = _build(plan, Path(tmp) / "matrix", sentence_mask, progress)
@@ -304,16 +308,22 @@ class _Plan:
         n = self.store.n_examples
         return [(lo, min(lo + size, n)) for lo in range(0, n, size)] or [(0, 0)]
 
-    def run(self, fn, tasks: list, progress: bool, desc: str):
-        from training.parallel import iter_tasks
-
-        results = iter_tasks(fn, tasks, jobs=self.jobs, scheduler=self.scheduler)
-        return reporter(results, total=len(tasks), desc=desc, unit="task", enabled=progress)
+    @staticmethod
+    def run(runner, fn, tasks: list, progress: bool, desc: str):
+        return reporter(runner.iter(fn, tasks), total=len(tasks), desc=desc, unit="task", enabled=progress)
 
 
 def _build(plan: _Plan, out: Path, sentence_mask: np.ndarray | None, progress: bool) -> Path:
     """Count, threshold and map into the directory `out` (created): keys.npy, counts.npy,
-    indptr.npy, indices.npy, meta.json. Spills live in out/spill until the merge is done."""
+    indptr.npy, indices.npy, meta.json. Spills live in out/spill until the merge is done.
+    The three rounds of tasks share one pool (workers start once)."""
+    from training.parallel import task_runner
+
+    with task_runner(jobs=plan.jobs, scheduler=plan.scheduler) as runner:
+        return _build_with(runner, plan, out, sentence_mask, progress)
+
+
+def _build_with(runner, plan: _Plan, out: Path, sentence_mask: np.ndarray | None, progress: bool) -> Path:
     started = time.perf_counter()
     store, spec = plan.store, plan.spec
     out.mkdir(parents=True, exist_ok=True)
@@ -326,10 +336,11 @@ def _build(plan: _Plan, out: Path, sentence_mask: np.ndarray | None, progress: b
     ranges = plan.ranges()
     count_tasks = [(str(store.path), spec.name, lo, hi, mask_path, str(spill / f"count-{i:05d}"))
                    for i, (lo, hi) in enumerate(ranges)]
-    spills = list(plan.run(count_range, count_tasks, progress, f"count {spec.name}"))
-    merge_tasks = _merge_groups(spills, plan.threshold, plan.memory // max(1, plan.jobs))
+    spills = list(plan.run(runner, count_range, count_tasks, progress, f"count {spec.name}"))
+    merge_tasks = _merge_groups(spills, plan.threshold, plan.memory // max(1, plan.jobs),
+                                MERGE_GROUPS_PER_JOB * plan.jobs if plan.jobs > 1 or plan.scheduler else 1)
     keys, counts, n_distinct = [], [], 0
-    for k, c, d in plan.run(merge_partitions, merge_tasks, progress, "merge"):
+    for k, c, d in plan.run(runner, merge_partitions, merge_tasks, progress, "merge"):
         keys.append(k)
         counts.append(c)
         n_distinct += d
@@ -340,13 +351,23 @@ def _build(plan: _Plan, out: Path, sentence_mask: np.ndarray | None, progress: b
               np.empty(0, dtype=np.uint32))
     count_seconds = time.perf_counter() - started
     del keys, counts
-    map_tasks = [(str(store.path), spec.name, str(out / "keys.npy"), lo, hi) for lo, hi in ranges]
+    # Workers write their rows to files, which are appended by the kernel: no pickling
+    # through the pool's pipes, no copy in this process (in-process tasks return arrays).
+    in_process = plan.scheduler is None and plan.jobs == 1
+    map_tasks = [(str(store.path), spec.name, str(out / "keys.npy"), lo, hi,
+                  None if in_process else str(out / f"map-{i:05d}")) for i, (lo, hi) in enumerate(ranges)]
     indptr = NpyAppender(out / "indptr.npy", np.int64)
     indices = NpyAppender(out / "indices.npy", np.int32)
     try:
         indptr.append(np.zeros(1, dtype=np.int64))
-        for ptr, cols in plan.run(map_range, map_tasks, progress, f"map {spec.name}"):
-            indptr.append(ptr[1:] + indices.count)
+        for ptr, cols in plan.run(runner, map_range, map_tasks, progress, f"map {spec.name}"):
+            if isinstance(ptr, str):
+                indptr.append(np.load(ptr)[1:].astype(np.int64) + indices.count)
+                indices.append_npy(cols)
+                os.unlink(ptr)
+                os.unlink(cols)
+                continue
+            indptr.append(ptr[1:].astype(np.int64) + indices.count)  # int32 + int: overflow past 2^31
             indices.append(cols)
         _check_rows(indptr.count - 1, store)
         indptr.finish()
@@ -399,14 +420,16 @@ def count_range(task: tuple) -> tuple[str, np.ndarray]:
     return prefix, bounds
 
 
-def _merge_groups(spills: list[tuple[str, np.ndarray]], threshold: int, budget: int) -> list[tuple]:
+def _merge_groups(spills: list[tuple[str, np.ndarray]], threshold: int, budget: int, min_groups: int = 1
+                  ) -> list[tuple]:
     """Merge tasks: consecutive partitions whose spilled entries fit a quarter of a job's
-    budget (12 bytes an entry, sorting needs a few copies)."""
+    budget (12 bytes an entry, sorting needs a few copies), and at least about `min_groups`
+    of them so that every worker merges (the kept keys are the same however they are grouped)."""
     n_parts = 1 << PARTITION_BITS
     sizes = np.zeros(n_parts, dtype=np.int64)
     for _, bounds in spills:
         sizes += np.diff(bounds)
-    limit = max(1, budget // 4 // 12)
+    limit = max(1, min(budget // 4 // 12, -(-int(sizes.sum()) // max(1, min_groups))))
     groups, start, total = [], 0, 0
     for p in range(n_parts):
         if total and total + sizes[p] > limit:
@@ -441,19 +464,25 @@ def merge_partitions(task: tuple) -> tuple[np.ndarray, np.ndarray, int]:
 _VOCAB: dict[str, FeatureVocab] = {}  # a worker keeps the last vocabulary it mapped with
 
 
-def map_range(task: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Task: (indptr, column indices) of examples lo..hi-1 over the kept keys at keys_path."""
-    store_path, spec_name, keys_path, lo, hi = task
+def map_range(task: tuple) -> tuple[np.ndarray, np.ndarray] | tuple[str, str]:
+    """Task: (indptr, column indices) of examples lo..hi-1 over the kept keys at keys_path;
+    with an `out` prefix, written to out.indptr.npy / out.indices.npy and their paths returned."""
+    store_path, spec_name, keys_path, lo, hi, out = task
     vocab = _VOCAB.get(keys_path)
     if vocab is None:
         _VOCAB.clear()
         vocab = _VOCAB[keys_path] = FeatureVocab(spec_name, 0).set_keys(np.load(keys_path))
     chunk = _open_store(store_path).read_examples(lo, hi) if hi > lo else None
     if chunk is None:
-        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32)
-    parts = [vocab.transform_keys(*k) for k in iter_keys(chunk.batch, vocab.spec)]
-    X = _csr(parts, vocab.n_features)
-    return X.indptr, X.indices
+        ptr, cols = np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32)
+    else:
+        X = _csr([vocab.transform_keys(*k) for k in iter_keys(chunk.batch, vocab.spec)], vocab.n_features)
+        ptr, cols = X.indptr, X.indices
+    if out is None:
+        return ptr, cols
+    np.save(out + ".indptr.npy", ptr, allow_pickle=False)
+    np.save(out + ".indices.npy", cols, allow_pickle=False)
+    return out + ".indptr.npy", out + ".indices.npy"
 
 
 def _check_rows(n_rows: int, store) -> None:

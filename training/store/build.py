@@ -32,10 +32,14 @@ from training.corpus.reading import (DEFAULT_MAX_SENTENCE_LENGTH, Corpus, Corpus
 from training.moses.extract import DEFAULT_MAX_PHRASE_LENGTH, ExtractModel, extract_sentences, model_table
 from training.moses.text import MosesTextRenderer
 from training.npyfile import NpyAppender
-from training.parallel import DEFAULT_MEMORY, iter_tasks, parse_memory, resolve_jobs
+from training.parallel import DEFAULT_MEMORY, iter_tasks, jobs_that_pay, parse_memory, resolve_jobs
 from training.store.examples import SENTENCE_ARRAYS, StoreWriter
 
 DEFAULT_CHUNK_EXAMPLES = 1_000_000
+# Source bytes that pay for a local worker (extraction ~0.55 s a MB of ja-en source, a
+# spawned worker ~1.5 s of CPU to start): below 2 of them, one in-process job
+# (parallel.jobs_that_pay); 1x ja-en (2.8 MB) runs in-process, 10x (28 MB) on every core.
+WORKER_SOURCE_BYTES = 4 << 20
 
 
 def range_bytes_for(memory: int, jobs: int) -> int:
@@ -43,6 +47,13 @@ def range_bytes_for(memory: int, jobs: int) -> int:
     1 MB. Small ranges keep peak memory flat (measured: 241/277/285 MB at 1x/10x/32x ja-en
     with 256 KB, 272/351/390 MB with 1 MB) and cost nothing in time."""
     return int(np.clip(memory // (16384 * max(1, jobs)), 1 << 16, 1 << 20))
+
+
+def _size(path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # plan_corpus says what is wrong with it
+        return 0
 
 
 def chunk_block(chunk_examples: int) -> int:
@@ -167,19 +178,26 @@ class _Assembler:
             self.n_pending += len(r.rows)
         self._cut(done=r.stop)
 
+    def _sentence_of_pending(self, k: int) -> int:
+        for rows, _ in self.pending:
+            if k < len(rows):
+                return int(rows[k, 0])
+            k -= len(rows)
+        raise IndexError(k)
+
     def _cut(self, done: int, last: bool = False) -> None:
-        """Write every chunk that ends at or before sentence `done` (all if `last`)."""
+        """Write every chunk that ends at or before sentence `done` (all if `last`). The
+        pending ranges are joined only to cut a chunk (joining them at every range that
+        arrives until the chunk's boundary sentence is done was quadratic)."""
         while self.n_pending and (last or self.n_pending >= self.chunk_examples):
+            whole = last and self.n_pending < self.chunk_examples
+            if not whole:
+                boundary = (self._sentence_of_pending(self.chunk_examples - 1) // self.block + 1) * self.block
+                if boundary > done and not last:
+                    return
             rows = np.concatenate([p[0] for p in self.pending])
             labels = np.concatenate([p[1] for p in self.pending])
-            if last and self.n_pending < self.chunk_examples:
-                end = len(rows)
-            else:
-                boundary = (int(rows[self.chunk_examples - 1, 0]) // self.block + 1) * self.block
-                if boundary > done and not last:
-                    self.pending = [(rows, labels)]
-                    return
-                end = int(np.searchsorted(rows[:, 0], boundary))
+            end = len(rows) if whole else int(np.searchsorted(rows[:, 0], boundary))
             self.writer.add_chunk(rows[:end], labels[:end])
             self.pending = [(rows[end:], labels[end:])] if end < len(rows) else []
             self.n_pending = len(rows) - end
@@ -250,7 +268,7 @@ def build_store_from_files(src, tgt, align, models: tuple[ExtractModel, ...], ou
     """Extract a corpus from its files into a new store at `out`, streaming (module doc);
     returns the store's metadata. The store is the same for any jobs, scheduler, range size."""
     check_max_sentence_length(max_sentence_length)
-    jobs = resolve_jobs(jobs)
+    jobs = jobs_that_pay(resolve_jobs(jobs), _size(src), WORKER_SOURCE_BYTES, scheduler)
     plan = plan_corpus(src, tgt, align, range_bytes=range_bytes or range_bytes_for(parse_memory(memory), jobs))
     files = replace(plan, ranges=())  # a task carries its own range only
     tasks = [ExtractTask(files, span, tuple(models), max_phrase_length, max_sentence_length, moses_format)
