@@ -517,14 +517,17 @@ class Study:
             wall = self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
         took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
                                              (d / "timing.log").read_bytes())]
+        rpc = [float(x) for x in re.findall(rb"in one RPC, took ([0-9.]+) seconds", (d / "timing.log").read_bytes())]
         same = (d / "timing.out").read_bytes() == (d / "test.out").read_bytes()
         path = d / "timing.json"
         timings = json.loads(path.read_text()) if path.is_file() else []
         timings.append({"sec_per_sent": sum(took) / max(1, len(took)), "wall_seconds": round(wall, 2),
+                        "rpc_sec_per_sent": sum(rpc) / max(1, len(took)),     # ExternalReordering's wait
                         "load": round(os.getloadavg()[0], 2), "same_output": same,
                         "at": time.strftime("%Y-%m-%d %H:%M:%S")})
         path.write_text(json.dumps(timings, indent=1) + "\n")
         self.log(f"{job.key}: re-timed test decode {timings[-1]['sec_per_sent']:.4f} s/sent "
+                 f"({timings[-1]['rpc_sec_per_sent']:.4f} in Score RPCs) "
                  f"(load {timings[-1]['load']}, same output: {same})")
         return timings[-1]["sec_per_sent"]
 
