@@ -14,6 +14,7 @@ from training.families.dual_mlr import DualMLR
 from training.families.solvers import rows, state
 from training.families.solvers.shrinking import ConvergenceWarning
 from training.families.svm import MulticlassSVM, _sub_problem
+from mapped_matrix import mapped_csr
 
 
 def liblinear_cs(X, y, C, eps, capfd):
@@ -120,7 +121,7 @@ def test_streamed_passes_over_a_mapped_matrix_still_match_liblinear(real_Xy, cap
     in many small chunks and then from compact copies of the active set: same problem,
     same optimum as LIBLINEAR, and every example's alpha written back."""
     X, y = real_Xy
-    mapped = _mapped(X, tmp_path)
+    mapped = mapped_csr(X, tmp_path)
     indptr = mapped.indptr
     monkeypatch.setattr(rows, "CHUNK_NNZ", 300)  # several chunks on this slice
     monkeypatch.setattr(rows, "COMPACT_BELOW", 0.5)  # compact early and often
@@ -132,16 +133,6 @@ def test_streamed_passes_over_a_mapped_matrix_still_match_liblinear(real_Xy, cap
     assert abs(ours.dual_objective_ - their_objective) <= 1e-3 * abs(their_objective)
     assert abs(float(np.mean(ours.predict(X) == y)) - liblinear_accuracy(theirs, X, y)) <= 0.002
     assert ours.primal_objective(X, y) >= -ours.dual_objective_ - 1e-6
-
-
-def _mapped(X, directory):
-    """X as `train` gets it: indices and row pointers mapped from files, broadcast ones."""
-    np.save(directory / "indices.npy", X.indices.astype(np.int32))
-    np.save(directory / "indptr.npy", X.indptr.astype(np.int64))
-    indices = np.asarray(np.load(directory / "indices.npy", mmap_mode="r"))
-    indptr = np.asarray(np.load(directory / "indptr.npy", mmap_mode="r"))
-    return sp.csr_matrix((np.broadcast_to(np.float32(1.0), indices.shape), indices, indptr),
-                         shape=X.shape, copy=False)
 
 
 @pytest.mark.parametrize("family", [MulticlassSVM, DualMLR])
@@ -164,7 +155,7 @@ def test_state_in_a_file_beside_a_mapped_matrix_trains_the_same_model(real_Xy, t
     monkeypatch.setattr(state, "FileState", recording)
     in_memory = family(C=1.0, eps=0.05, seed=3).fit(X, y)
     assert not files
-    in_file = family(C=1.0, eps=0.05, seed=3).fit(_mapped(X, tmp_path), y.astype(np.int8))
+    in_file = family(C=1.0, eps=0.05, seed=3).fit(mapped_csr(X, tmp_path), y.astype(np.int8))
     assert files and all(f._file.closed for f in files)  # the family's state and the order
     assert [h["active"] for h in in_file.history_] == [h["active"] for h in in_memory.history_]
     assert in_file.coef_.tobytes() == in_memory.coef_.tobytes()
