@@ -82,18 +82,16 @@ def take_rows(values: np.ndarray, rows: np.ndarray | tuple[int, int]) -> np.ndar
     return values[run[0]:run[1]] if run else values[rows]
 
 
-def select_rows(X: sp.csr_matrix, rows: np.ndarray | tuple[int, int],
-                copy_pointers: bool = True) -> sp.csr_matrix:
+def select_rows(X: sp.csr_matrix, rows: np.ndarray | tuple[int, int]) -> sp.csr_matrix:
     """Rows of X (an index array or a range (first, stop)); a contiguous run (the usual
     case: sentences are in store order) is a view, and one starting at row 0 keeps the
-    (mapped) row pointers themselves (no int32 copy with copy_pointers False:
-    features.matrix.csr_view)."""
+    (mapped) row pointers themselves."""
     run = rows if isinstance(rows, tuple) else _run(rows)
     if run:
         a, b = run
         p0, p1 = int(X.indptr[a]), int(X.indptr[b])
         indptr = X.indptr[a:b + 1] if p0 == 0 else X.indptr[a:b + 1] - p0
-        return csr_view(X.data[p0:p1], X.indices[p0:p1], indptr, (b - a, X.shape[1]), copy_pointers)
+        return csr_view(X.data[p0:p1], X.indices[p0:p1], indptr, (b - a, X.shape[1]))
     return X[rows]
 
 
@@ -187,7 +185,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     if matrix.X.shape[1] == 0:
         raise InputError(f"no feature of {spec.name} occurs more than {threshold} times in the "
                          "training sentences; lower --threshold", store_dir)
-    X_fit, X_cal = select_rows(matrix.X, fit_rows, copy_pointers=False), select_rows(matrix.X, cal_rows)
+    X_fit, X_cal = select_rows(matrix.X, fit_rows), select_rows(matrix.X, cal_rows)
     keys, selection_meta = matrix.keys, None
     if select_nmi is not None:  # Bayesian paper section 5: keep features by NMI with the class
         from training.features.selection import Selection, select_columns
