@@ -37,12 +37,13 @@ TYPE = "wbe-msd-backward-fe"
 THREADS = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
 
 
-def run_reaped(cmd: list[str]) -> dict:
+def run_reaped(cmd: list[str], log: Path | None = None) -> dict:
     """Run cmd to completion; wall, CPU and peak RSS of it and the processes it waited for
-    (os.wait4 on the child we spawned)."""
+    (os.wait4 on the child we spawned). log: a file that receives its stderr as it runs."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), **THREADS}
     start = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    with tempfile.TemporaryFile("w+") as out, \
+            (open(log, "w+") if log else tempfile.TemporaryFile("w+")) as err:
         pid = os.posix_spawn(sys.executable if cmd[0] == "python" else cmd[0],
                              [sys.executable] + cmd[1:] if cmd[0] == "python" else cmd,
                              env, file_actions=[(os.POSIX_SPAWN_DUP2, out.fileno(), 1),
@@ -83,6 +84,8 @@ def main() -> None:
     p.add_argument("--stages", nargs="+", default=["features S6", "features S9", "svm S6", "dual-mlr S6",
                                                    "nb-bayes S9", "eval"])
     p.add_argument("--label", default="", help="names the store in the table (e.g. 1.6M)")
+    p.add_argument("--log", type=Path, help="directory for each train stage's progress (its stderr; "
+                   "without it the stages run --quiet)")
     p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -114,9 +117,12 @@ def main() -> None:
                     print(json.dumps(rows[-1]), flush=True)
             else:
                 model = out / f"{name}.mrw"
-                r = run_reaped(["python", "-m", "training.cli", "train", "--family", name, "--features", features,
-                                "--type", TYPE, "--store", args.store, "--out", str(model), "--jobs", "1",
-                                "--quiet"])
+                cmd = ["python", "-m", "training.cli", "train", "--family", name, "--features", features,
+                       "--type", TYPE, "--store", args.store, "--out", str(model), "--jobs", "1"]
+                if args.log:
+                    args.log.mkdir(parents=True, exist_ok=True)
+                r = run_reaped(cmd + ([] if args.log else ["--quiet"]),
+                               args.log / f"{args.label or 'store'}-{name}-{features}.err" if args.log else None)
                 r.pop("stdout")
                 last_model, last_stage = model, stage
                 meta = json.loads(subprocess.run(

@@ -35,6 +35,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -132,9 +134,11 @@ class TaskRunner:
         elif self.scheduler is None:
             if self._pool is None:
                 # spawn: the workers start from a clean process (never a fork of one with threads)
-                # and are this process's children, so its resource usage accounts for their CPU.
+                # and are this process's children, so its resource usage accounts for their CPU
+                # (they are joined on close). They exit when this process dies.
                 self._pool = ProcessPoolExecutor(max_workers=self.jobs,
-                                                 mp_context=multiprocessing.get_context("spawn"))
+                                                 mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=exit_with_parent, initargs=(os.getpid(),))
             yield from _ordered(self._pool.submit, fn, tasks, window or 2 * self.jobs)
         else:
             if self._client is None:
@@ -151,6 +155,27 @@ class TaskRunner:
         if self._client_context is not None:
             self._client_context.__exit__(None, None, None)
             self._client = self._client_context = None
+
+
+PARENT_POLL_SECONDS = 0.5
+
+
+def exit_with_parent(parent: int) -> None:
+    """Pool worker initializer: the worker exits (os._exit) once the process that started
+    the pool is gone, within PARENT_POLL_SECONDS, even in the middle of a task.
+
+    A worker killed with its parent would otherwise run on, an orphan, until its task
+    ends and then wait for work forever. A watcher thread polls the parent's pid rather
+    than asking the kernel for a death signal (PR_SET_PDEATHSIG), which fires when the
+    *thread* that started the worker ends, not the process."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    if os.getppid() != parent:  # died before this worker got here
+        os._exit(1)
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 @contextmanager

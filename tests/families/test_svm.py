@@ -7,14 +7,14 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from liblinear.liblinearutil import parameter, predict, problem, train
-from training.families.solvers import rows
+from training.families.dual_mlr import DualMLR
+from training.families.solvers import rows, state
 from training.families.solvers.shrinking import ConvergenceWarning
 from training.families.svm import MulticlassSVM, _sub_problem
+from mapped_matrix import mapped_csr
 
 
 def liblinear_cs(X, y, C, eps, capfd):
@@ -121,12 +121,8 @@ def test_streamed_passes_over_a_mapped_matrix_still_match_liblinear(real_Xy, cap
     in many small chunks and then from compact copies of the active set: same problem,
     same optimum as LIBLINEAR, and every example's alpha written back."""
     X, y = real_Xy
-    np.save(tmp_path / "indices.npy", X.indices.astype(np.int32))
-    np.save(tmp_path / "indptr.npy", X.indptr.astype(np.int64))
-    indices = np.asarray(np.load(tmp_path / "indices.npy", mmap_mode="r"))
-    indptr = np.asarray(np.load(tmp_path / "indptr.npy", mmap_mode="r"))
-    mapped = sp.csr_matrix((np.broadcast_to(np.float32(1.0), indices.shape), indices, indptr),
-                           shape=X.shape, copy=False)
+    mapped = mapped_csr(X, tmp_path)
+    indptr = mapped.indptr
     monkeypatch.setattr(rows, "CHUNK_NNZ", 300)  # several chunks on this slice
     monkeypatch.setattr(rows, "COMPACT_BELOW", 0.5)  # compact early and often
     assert rows.row_chunks(indptr, X.shape[0], rows.CHUNK_NNZ) > 1
@@ -139,22 +135,57 @@ def test_streamed_passes_over_a_mapped_matrix_still_match_liblinear(real_Xy, cap
     assert ours.primal_objective(X, y) >= -ours.dual_objective_ - 1e-6
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 9999), min_size=0, max_size=300, unique=True), st.integers(1, 10),
-       st.integers(0, 2**32), st.booleans())
-def test_rows_are_bucketed_by_their_block_s_chunk_stably(ids, n_chunks, seed, shuffled):
-    n = 10000  # 10 blocks of 1,024 rows
-    rng = np.array([seed], dtype=np.uint64) if shuffled else None
-    block_chunk = rows.block_chunks(n, n_chunks, rng)
-    sizes = np.bincount(block_chunk, minlength=n_chunks)
-    assert sizes.max() - sizes.min() <= 1 and len(block_chunk) == 10
-    index = np.array(ids + [99999], dtype=np.int32)  # one entry past `active` stays put
-    starts = np.empty(n_chunks + 1, dtype=np.int64)
-    rows._bucket(index, len(ids), block_chunk, n_chunks, starts)
-    assert index[-1] == 99999 and starts[-1] == len(ids)
-    for c in range(n_chunks):
-        expected = [i for i in ids if block_chunk[i >> rows.BLOCK_LOG2] == c]  # original order
-        assert index[starts[c]:starts[c + 1]].tolist() == expected
+@pytest.mark.parametrize("family", [MulticlassSVM, DualMLR])
+def test_state_in_a_file_beside_a_mapped_matrix_trains_the_same_model(real_Xy, tmp_path, monkeypatch,
+                                                                       family):
+    """A mapped matrix gets its per-example state (labels, dual variables, visiting
+    order) in a file beside it, read and written a chunk at a time: the same passes and
+    the same weights, to the bit, as with the state in memory; int8 labels as int64."""
+    X, y = real_Xy
+    monkeypatch.setattr(rows, "CHUNK_NNZ", 300)
+    monkeypatch.setattr(rows, "COMPACT_BELOW", 0.5)
+    monkeypatch.setattr(state, "PIECE_ROWS", 100)  # fill, sum and compact in many pieces
+    files = []
+    real_state = state.FileState
+
+    def recording(*args, **kwargs):
+        files.append(real_state(*args, **kwargs))
+        return files[-1]
+
+    monkeypatch.setattr(state, "FileState", recording)
+    in_memory = family(C=1.0, eps=0.05, seed=3).fit(X, y)
+    assert not files
+    in_file = family(C=1.0, eps=0.05, seed=3).fit(mapped_csr(X, tmp_path), y.astype(np.int8))
+    assert files and all(f._file.closed for f in files)  # the family's state and the order
+    assert [h["active"] for h in in_file.history_] == [h["active"] for h in in_memory.history_]
+    assert in_file.coef_.tobytes() == in_memory.coef_.tobytes()
+    assert in_file.dual_objective_ == in_memory.dual_objective_
+
+
+def test_a_compact_copy_is_made_only_when_it_fits_the_memory_budget(real_Xy, monkeypatch):
+    X, y = real_Xy
+    monkeypatch.setattr(rows, "CHUNK_NNZ", 300)
+    monkeypatch.setattr(rows, "COMPACT_BELOW", 0.5)
+    made = []
+    real = rows.Compacted.__init__
+
+    def counting(self, *args):
+        made.append(1)
+        real(self, *args)
+
+    monkeypatch.setattr(rows.Compacted, "__init__", counting)
+    MulticlassSVM(C=1.0, eps=0.05, seed=3).fit(X, y)
+    assert made  # the default budget holds this small problem many times over
+    made.clear()
+    monkeypatch.setattr(rows, "COMPACT_SHARE", 1e-6)  # no copy fits: every pass streams
+    tight = MulticlassSVM(C=1.0, eps=0.05, seed=3).fit(X, y)
+    assert not made and tight.converged_
+
+
+def test_the_chunk_size_follows_the_memory_budget():
+    assert rows.chunk_entries(None) == rows.CHUNK_NNZ == rows.chunk_entries("4G")
+    assert rows.chunk_entries("1G") == rows.CHUNK_NNZ // 4
+    assert rows.chunk_entries("16G") == rows.CHUNK_NNZ * 4
 
 
 def test_row_sources_keep_rows_and_state_together_through_compaction(monkeypatch):

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from training.features.rowchunks import RowReader, chunk_bounds, iter_row_chunks
+from mapped_matrix import mapped_csr
 
 
 def _status(field: str) -> int:
@@ -20,16 +21,6 @@ def _status(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no {field} in /proc/self/status")
-
-
-def _mapped(X: sp.csr_matrix, tmp_path: Path) -> sp.csr_matrix:
-    """X as the feature cache gives it: mapped indices and indptr, broadcast ones."""
-    np.save(tmp_path / "indices.npy", X.indices.astype(np.int32))
-    np.save(tmp_path / "indptr.npy", X.indptr.astype(np.int64))
-    indices = np.asarray(np.load(tmp_path / "indices.npy", mmap_mode="r"))
-    indptr = np.asarray(np.load(tmp_path / "indptr.npy", mmap_mode="r"))
-    return sp.csr_matrix((np.broadcast_to(np.float32(1.0), indices.shape), indices, indptr),
-                         shape=X.shape, copy=False)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +35,7 @@ def matrix() -> sp.csr_matrix:
 def test_any_spans_read_the_same_rows_mapped_or_not(matrix, tmp_path_factory, raw):
     spans = [(lo, min(3000, lo + length)) for lo, length in raw]
     expected = sp.vstack([matrix[lo:hi] for lo, hi in spans if hi > lo] or [matrix[:0]]).tocsr()
-    mapped = _mapped(matrix, tmp_path_factory.mktemp("m"))
+    mapped = mapped_csr(matrix, tmp_path_factory.mktemp("m"))
     for source in (matrix, mapped, (matrix.indptr, matrix.indices, matrix.data)):
         with RowReader(source) as reader:
             reader.read([(0, 5)])  # buffers are reused: an earlier read must not leak into this one
@@ -54,7 +45,7 @@ def test_any_spans_read_the_same_rows_mapped_or_not(matrix, tmp_path_factory, ra
 
 
 def test_consecutive_chunks_cover_every_row_once(matrix, tmp_path):
-    mapped = _mapped(matrix, tmp_path)
+    mapped = mapped_csr(matrix, tmp_path)
     bounds = chunk_bounds(mapped.indptr, 1000)
     assert bounds[0] == 0 and bounds[-1] == 3000 and np.all(np.diff(bounds) > 0) and len(bounds) > 10
     parts = []

@@ -45,9 +45,10 @@ def test_matrix_rows_are_store_examples(store_2k):
     rows, keys = all_keys(store_2k, spec)
     known = np.isin(keys, fm.keys)
     dense_rows, dense_cols = rows[known], np.searchsorted(fm.keys, keys[known])
-    coo = X.tocoo()
-    assert np.array_equal(np.lexsort((coo.col, coo.row)), np.arange(coo.nnz))  # canonical order
-    assert np.array_equal(coo.row, dense_rows) and np.array_equal(coo.col, dense_cols)
+    row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))  # COO by hand: the row
+    col = X.indices                                             # pointers are mapped int64
+    assert np.array_equal(np.lexsort((col, row)), np.arange(X.nnz))  # canonical order
+    assert np.array_equal(row, dense_rows) and np.array_equal(col, dense_cols)
     assert X.has_canonical_format
 
 

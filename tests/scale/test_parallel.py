@@ -4,11 +4,20 @@ processes, a 2-worker Dask LocalCluster), a task's error raised from the call.""
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from training.errors import InputError
-from training.parallel import chunked, iter_tasks, jobs_that_pay, parse_memory, resolve_jobs, run_tasks
+from training.parallel import (PARENT_POLL_SECONDS, chunked, iter_tasks, jobs_that_pay, parse_memory,
+                               resolve_jobs, run_tasks)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TASKS = list(range(40))
 EXPECTED = [math.factorial(t) for t in TASKS]
@@ -79,3 +88,83 @@ def test_one_runner_serves_several_rounds(where, request):
     with task_runner(**kwargs) as runner:
         assert runner.run(math.factorial, TASKS) == EXPECTED
         assert list(runner.iter(math.sqrt, [4.0, 9.0])) == [2.0, 3.0]
+
+
+PARENT = """
+import sys, time
+sys.path[:0] = [{root!r}, {here!r}]
+from training.parallel import run_tasks
+from sleeper import sleep_in_task
+
+if __name__ == "__main__":
+    run_tasks(sleep_in_task, [{here!r}] * 2, jobs=2)
+"""
+
+SLEEPER = """
+import os, time
+
+def sleep_in_task(directory):
+    open(os.path.join(directory, "worker-%d" % os.getpid()), "w").close()
+    time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_pool_workers_exit_when_the_parent_is_killed(tmp_path):
+    """SIGKILL the process that runs a 2-worker pool in the middle of its tasks: no worker
+    survives it (each polls its parent, training.parallel.exit_with_parent)."""
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT.format(root=str(ROOT), here=str(tmp_path)))
+    parent = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("worker-*"))) < 2:
+            assert time.monotonic() < deadline and parent.poll() is None, "the workers never started"
+            time.sleep(0.1)
+        workers = [int(f.name.split("-")[1]) for f in tmp_path.glob("worker-*")]
+        assert all(_alive(pid) for pid in workers)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10 * PARENT_POLL_SECONDS + 5
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)]
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+BURNER = """
+import time
+
+def burn(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return seconds
+"""
+
+
+def test_local_workers_cpu_time_counts_as_the_caller_s_children(tmp_path, monkeypatch):
+    """The pool's workers are this process's children and are waited for when the call
+    ends, so their CPU time is in getrusage(RUSAGE_CHILDREN) (and in what a benchmark's
+    wait4 of this process reports: benchmarks/scale_stages.py)."""
+    import resource
+
+    (tmp_path / "burner.py").write_text(BURNER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from burner import burn
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert run_tasks(burn, [0.4] * 4, jobs=2) == [0.4] * 4
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 1.6

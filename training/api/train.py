@@ -29,6 +29,7 @@ from training.families import get_family
 from training.features.spec import FeatureSpec
 from training.modelfile.model import write_model
 from training.probability import log_loss, log_softmax
+from training.parallel import parse_memory
 from training.progress import note
 from training.moses.types import MosesType, class_labels, label_source
 from training.eval.split import heldout_sentences
@@ -59,6 +60,12 @@ class SentenceSplit:
         if not fit.any():
             raise InputError("no sentences left to train on; lower --heldout-fraction or --calibration-fraction")
         return cls(fit, calibrate, heldout)
+
+
+# Settings of how a fit runs, not of what it learns: recorded under "training", not as
+# hyper-parameters. (The memory budget sizes the solvers' chunks and decides their compact
+# copies, which changes the visiting order as a seed does; train records the budget.)
+RESOURCE_PARAMS = ("verbose", "memory")
 
 
 def _run(rows: np.ndarray) -> tuple[int, int] | None:
@@ -149,7 +156,8 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     default, else the project's (training.api.defaults.family_settings). `blas_threads`
     caps the BLAS library's threads while the classifiers fit and calibrate (None: the
     library's own setting); the cap is lifted on return. jobs, scheduler and memory run
-    the feature stage (training.features.matrix.build_matrix)."""
+    the feature stage (training.features.matrix.build_matrix); memory also sizes the
+    dual solvers' chunks and compact copies (families that take a `memory` parameter)."""
     if blas_threads is not None and blas_threads < 1:
         raise InputError(f"blas_threads must be a positive number of threads or None, got {blas_threads}")
     start = time.perf_counter()
@@ -200,12 +208,13 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     with threadpool_limits(limits=blas_threads, user_api="blas"):  # None: no change
         blas_in_force = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
         for direction, column in zip(mtype.directions, columns):
-            labels = labels_of.pop(direction)  # int8; the fit and calibration rows are widened
+            labels = labels_of.pop(direction)  # int8; the calibration rows are widened
             note(f"train {family} {direction}: {n_fit:,} examples x {matrix.X.shape[1]:,} features",
                  enabled=verbose)
             t0 = time.perf_counter()
-            model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose)
-            model.fit(X_fit, take_rows(labels, fit_rows).astype(np.int64), **fit_kwargs)
+            model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose,
+                                    memory=memory)
+            model.fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)  # int8, a view
             fit_seconds = time.perf_counter() - t0
             info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
                                     "history": getattr(model, "history_", [])}
@@ -244,13 +253,15 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
             "selection": selection_meta,
             "zero_weight_keys_dropped": zero_rows,
             "blas_threads": blas_in_force,
+            "memory_bytes": parse_memory(defaults.MEMORY if memory is None else memory),
             "directions": directions_meta,
         },
     }
     write_model(out, family=family, moses_type=str(mtype), keys=keys, weights=weights, bias=bias,
                 features=spec, threshold=threshold, link=cls.link,
                 trainer=f"{type(models[0]).__module__}.{type(models[0]).__name__} (moses-reorder {__version__})",
-                hyperparameters=_jsonable({k: v for k, v in models[0].get_params().items() if k != "verbose"}),
+                hyperparameters=_jsonable({k: v for k, v in models[0].get_params().items()
+                                            if k not in RESOURCE_PARAMS}),
                 corpus_fingerprint=corpus.get("sha256", "") if isinstance(corpus, dict) else str(corpus),
                 training_seconds=time.perf_counter() - start, extras=arrays or None, float16=float16,
                 metadata=_jsonable(metadata))

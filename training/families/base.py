@@ -25,7 +25,7 @@ from training.families.solvers.sparse import check_Xy
 from training.probability import softmax
 
 # Constructor arguments `training.api` fills in itself where a family accepts them.
-IMPLIED_PARAMS = ("n_classes", "seed", "verbose")
+IMPLIED_PARAMS = ("n_classes", "seed", "verbose", "memory")
 
 
 class ReorderingClassifier(ABC):
@@ -60,7 +60,7 @@ class ReorderingClassifier(ABC):
     @classmethod
     def from_params(cls, given: Mapping[str, Any] | None = None, **implied: Any) -> "ReorderingClassifier":
         """An instance from user hyper-parameters `given` (each must exist) plus the
-        IMPLIED_PARAMS (n_classes, seed, verbose), passed only where the family takes them."""
+        IMPLIED_PARAMS (n_classes, seed, verbose, memory), passed only where the family takes them."""
         given = dict(given or {})
         accepted = cls.accepted_params()
         unknown = sorted(set(given) - accepted)

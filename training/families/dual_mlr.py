@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
+from training.families.solvers.rows import solver_state
 from training.families.solvers.shrinking import run_shrinking
 from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
 from training.features.rowchunks import iter_row_chunks
@@ -51,12 +52,19 @@ def _init_w(indptr, indices, data, y, bias, C, alpha, w):
 
 
 @nb.njit(nogil=True, cache=True)
-def _dual_objective(w, log_alpha, C):
+def _norm_term(w, C):
+    """1/(2C) ||w||^2, the first term of D (eq. 9)."""
     total = 0.0
     for j in range(w.shape[0]):
         for k in range(w.shape[1]):
             total += w[j, k] * w[j, k]
-    total /= 2.0 * C
+    return total / (2.0 * C)
+
+
+@nb.njit(nogil=True, cache=True)
+def _plus_entropy(total, log_alpha):
+    """total + sum_ik alpha_ik log alpha_ik over these examples (D summed a piece of the
+    examples at a time, in example order)."""
     for i in range(log_alpha.shape[0]):
         for k in range(log_alpha.shape[1]):
             total += np.exp(log_alpha[i, k]) * log_alpha[i, k]
@@ -172,7 +180,8 @@ class DualMLR(ReorderingClassifier):
     """Multinomial LR (eq. 6 with sigma^2 = C) solved in the dual by shrinking EG.
 
     eps: shrinking/stopping tolerance on the gap of eq. 16; init_eps: eq. 15;
-    max_trials: step halvings per example; inner_steps: EG steps per visit (1 = paper).
+    max_trials: step halvings per example; inner_steps: EG steps per visit (1 = paper);
+    memory: the budget (--memory) that sizes the streamed chunks and compact copies.
     """
 
     family = "dual-mlr"
@@ -180,7 +189,7 @@ class DualMLR(ReorderingClassifier):
     def __init__(self, C: float = 1.0, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, init_eps: float = 1e-3,
                  max_trials: int = 30, inner_steps: int = 1, n_classes: int | None = None,
-                 verbose: bool = False):
+                 verbose: bool = False, memory: int | str | None = None):
         self.C = C
         self.eps = eps
         self.bias = bias
@@ -191,38 +200,50 @@ class DualMLR(ReorderingClassifier):
         self.inner_steps = inner_steps
         self.n_classes = n_classes
         self.verbose = verbose
+        self.memory = memory
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "DualMLR":
         X, y, K = self.check_Xy(X, y)
         n, F = X.shape
         C, bias = float(self.C), float(self.bias)
-        alpha = np.full((n, K), self.init_eps / (K - 1), dtype=np.float64)  # eq. 15
-        alpha[np.arange(n), y] = 1.0 - self.init_eps
         w = np.zeros((F + 1, K), dtype=np.float64)
-        for lo, hi, rows in iter_row_chunks(X):  # read with pread, never faulted in
-            _init_w(*rows, y[lo:hi], bias, C, alpha[lo:hi], w)
-        log_alpha = np.log(alpha, out=alpha)
-        objective = np.array([_dual_objective(w, log_alpha, C)])
+        rows = (X.indptr, X.indices, X.data)
+        state = solver_state(rows, [(np.float64, (K,))])  # log alpha, beside a mapped matrix
+        try:
+            for lo, hi, part in iter_row_chunks(X):  # read with pread, never faulted in
+                alpha = np.full((hi - lo, K), self.init_eps / (K - 1), dtype=np.float64)  # eq. 15
+                alpha[np.arange(hi - lo), y[lo:hi]] = 1.0 - self.init_eps
+                _init_w(*part, y[lo:hi], bias, C, alpha, w)
+                state.write([(lo, hi)], (np.log(alpha, out=alpha),))
+            objective = np.array([self._dual_value(w, state)])
 
-        def kernel(rows, state, index, active, tol):
-            return _mlr_pass(*rows, bias, C, w, *state, index, active, tol,
-                             int(self.max_trials), int(self.inner_steps), objective)
+            def kernel(rows, state, index, active, tol):
+                return _mlr_pass(*rows, bias, C, w, *state, index, active, tol,
+                                 int(self.max_trials), int(self.inner_steps), objective)
 
-        # Streamed like the SVM's; EG's tail on ja-en S6 at eps 0.01 stalled on a few
-        # coupled examples under chunked visiting (1,000 passes, not converged) until the
-        # driver's stall test (shrinking.py) reactivates such a phase.
-        result = run_shrinking(
-            kernel, lambda: objective[0], (X.indptr, X.indices, X.data), (log_alpha,),
-            float(self.eps), int(self.max_passes), int(self.seed), self.verbose,
-            family="dual-mlr")
+            # Streamed like the SVM's; EG's tail on ja-en S6 at eps 0.01 stalled on a few
+            # coupled examples under chunked visiting (1,000 passes, not converged) until the
+            # driver's stall test (shrinking.py) reactivates such a phase.
+            result = run_shrinking(
+                kernel, lambda: objective[0], rows, state, float(self.eps), int(self.max_passes),
+                int(self.seed), self.verbose, family="dual-mlr", memory=self.memory)
+            self.dual_objective_ = self._dual_value(w, state)
+        finally:
+            state.close()
         self.history_, self.converged_ = result.history, result.converged
         self.max_violation_ = result.max_violation
         self.n_passes_ = len(self.history_)
-        self.dual_objective_ = float(_dual_objective(w, log_alpha, C))
         self.coef_ = w[:F].astype(np.float32)
         self.intercept_ = (w[F] * bias).astype(np.float32)
         self.n_classes_ = K
         return self
+
+    def _dual_value(self, w: np.ndarray, state) -> float:
+        """D(alpha) of eq. 9, the entropy term read a piece of the examples at a time."""
+        total = _norm_term(w, float(self.C))
+        for lo, hi in state.pieces():
+            total = _plus_entropy(total, state.read([(lo, hi)])[0])
+        return float(total)
 
     def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
         return decision_scores(X, self.coef_, self.intercept_)

@@ -21,7 +21,8 @@ Which examples leave the active set (`shrinking`):
 
 Weights are feature-major [F+1, K] float64 during training so that one sparse row
 touches K contiguous numbers; the squared row norm x_i.x_i (A in eq. 10) comes out of
-the same read of the row that computes w.x_i, so no per-example array but alpha is kept,
+the same read of the row that computes w.x_i, so no per-example array but the label and
+alpha is kept (beside the matrix in a file when the matrix is one: solvers/state.py),
 and the pass prefetches the data of the examples a few visits ahead (prefetch.py): the
 random visiting order otherwise makes every visit wait for a chain of cache misses.
 
@@ -51,6 +52,7 @@ from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
+from training.families.solvers.rows import solver_state
 from training.families.solvers.shrinking import run_shrinking
 from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
 from training.probability import softmax
@@ -172,13 +174,19 @@ def _svm_pass(indptr, indices, data, y, alpha, bias, C, w, index, active, tol, o
 
 
 @nb.njit(nogil=True, cache=True)
-def _svm_dual_objective(w, alpha, y):
-    """LIBLINEAR's (minimised) dual value: 1/2 ||w||^2 - sum_i alpha_{i y_i}."""
+def _half_squared_norm(w):
+    """1/2 ||w||^2, the first term of the dual value."""
     total = 0.0
     for j in range(w.shape[0]):
         for k in range(w.shape[1]):
             total += w[j, k] * w[j, k]
-    total *= 0.5
+    return total * 0.5
+
+
+@nb.njit(nogil=True, cache=True)
+def _minus_alpha_y(total, alpha, y):
+    """total - sum_i alpha_{i y_i} over these examples (the dual value, summed a piece
+    of the examples at a time in example order)."""
     for i in range(y.shape[0]):
         total -= alpha[i, y[i]]
     return total
@@ -190,14 +198,16 @@ class MulticlassSVM(ReorderingClassifier):
 
     C: penalty; eps: stopping tolerance on v_i (eq. 12); bias: value of the constant
     feature (0 = none); max_passes: cap on passes; seed: the visiting order;
-    shrinking: "bound" (default) or "paper" (see the module docstring).
+    shrinking: "bound" (default) or "paper" (see the module docstring); memory: the
+    budget (--memory) that sizes the streamed chunks and the compact copies (rows.py).
     """
 
     family = "svm"
 
     def __init__(self, C: float = 0.1, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, shrinking: str = "bound",
-                 n_classes: int | None = None, verbose: bool = False):
+                 n_classes: int | None = None, verbose: bool = False,
+                 memory: int | str | None = None):
         self.C = C
         self.eps = eps
         self.bias = bias
@@ -206,6 +216,7 @@ class MulticlassSVM(ReorderingClassifier):
         self.shrinking = shrinking
         self.n_classes = n_classes
         self.verbose = verbose
+        self.memory = memory
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "MulticlassSVM":
         if self.shrinking not in SHRINKING:
@@ -214,22 +225,34 @@ class MulticlassSVM(ReorderingClassifier):
         X, y, n_classes = self.check_Xy(X, y)
         n, F = X.shape
         w = np.zeros((F + 1, n_classes), dtype=np.float64)
-        alpha = np.zeros((n, n_classes), dtype=np.float64)
-        C, bias = float(self.C), float(self.bias)
-        objective = np.zeros(1)
+        rows = (X.indptr, X.indices, X.data)
+        # (y, alpha) of every example, beside the matrix when it is a file (state.py)
+        state = solver_state(rows, [(y.dtype, ()), (np.float64, (n_classes,))])
+        try:
+            for lo, hi in state.pieces():  # alpha starts at zero
+                state.write([(lo, hi)], (y[lo:hi],), columns=[0])
+            C, bias = float(self.C), float(self.bias)
+            objective = np.zeros(1)
 
-        def kernel(rows, state, index, active, tol):
-            return _svm_pass(*rows, *state, bias, C, w, index, active, tol, objective,
-                             paper_shrink)
+            def kernel(rows, state, index, active, tol):
+                return _svm_pass(*rows, *state, bias, C, w, index, active, tol, objective,
+                                 paper_shrink)
 
-        result = run_shrinking(
-            kernel, lambda: objective[0], (X.indptr, X.indices, X.data), (y, alpha),
-            float(self.eps), int(self.max_passes), int(self.seed), self.verbose, family="svm")
+            result = run_shrinking(
+                kernel, lambda: objective[0], rows, state, float(self.eps), int(self.max_passes),
+                int(self.seed), self.verbose, family="svm", memory=self.memory)
+            dual, support = _half_squared_norm(w), 0
+            for lo, hi in state.pieces():
+                y_part, alpha = state.read([(lo, hi)])
+                dual = _minus_alpha_y(dual, alpha, y_part)
+                support += int(np.count_nonzero(np.any(alpha != 0.0, axis=1)))
+        finally:
+            state.close()
         self.history_, self.converged_ = result.history, result.converged
         self.max_violation_ = result.max_violation
         self.n_passes_ = len(self.history_)
-        self.dual_objective_ = _svm_dual_objective(w, alpha, y)
-        self.n_support_ = int(np.count_nonzero(np.any(alpha != 0.0, axis=1)))
+        self.dual_objective_ = dual
+        self.n_support_ = support
         self.coef_ = w[:F].astype(np.float32)
         self.intercept_ = (w[F] * bias).astype(np.float32)
         self.temperature_ = 1.0

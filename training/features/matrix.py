@@ -171,18 +171,19 @@ def _matrix(indptr: np.ndarray, indices: np.ndarray, n_features: int) -> sp.csr_
 
 
 def csr_view(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
-    """A CSR matrix over these arrays (sorted indices), without copying the column indices.
+    """A CSR matrix over these arrays (sorted indices), without copying or reading them.
 
-    scipy's constructor casts the row pointers and the indices to one dtype: below 2^31
-    entries that is an int32 copy of the int64 row pointers (4 bytes a row, like a label),
-    which scipy's own operations need; past it, it would copy every int32 column index
-    to int64, so there the arrays are set after construction and the matrix is for our
-    chunked readers (features/rowchunks.py), not for scipy's operations."""
-    if indices.shape[0] < np.iinfo(np.int32).max:
-        X = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
-    else:
-        X = sp.csr_matrix(shape, dtype=data.dtype)
-        X.data, X.indices, X.indptr = data, indices, indptr
+    scipy's constructor casts the row pointers and the indices to one dtype after
+    reading them whole to see what fits: below 2^31 entries an int32 copy of the int64
+    row pointers (4 bytes a row, resident as long as the matrix: 200 MB at 50M rows) and
+    a read of the mapped files that faults them in (RESULTS "Issue 13": 400 MB more peak
+    at 52M rows); past it an int64 copy of every int32 column index. So the arrays are
+    set after construction (the empty matrix's row pointers are calloc'ed, never
+    touched) and stay the mapped int64 row pointers and int32 indices. Our readers
+    (features/rowchunks.py) take them as they are; scipy's slicing, products and sums
+    take such a matrix and cast what they need per call; `tocoo` does not."""
+    X = sp.csr_matrix(shape, dtype=data.dtype)
+    X.data, X.indices, X.indptr = data, indices, indptr
     X.has_sorted_indices = True
     return X
 

@@ -30,7 +30,7 @@ CHUNK_NNZ = 1 << 21  # stored entries per chunk: 8 MiB of int32 column indices
 Rows = tuple  # (indptr, indices, data) of a CSR matrix
 
 
-def _file_of(array: np.ndarray) -> tuple[str, int] | None:
+def file_of(array: np.ndarray) -> tuple[str, int] | None:
     """(file name, byte offset of array[0]) when `array` is a contiguous 1-d view of a
     read-only np.memmap (np.load(mmap_mode="r")), else None."""
     if array.ndim != 1 or (array.shape[0] > 1 and array.strides[0] != array.itemsize):
@@ -44,12 +44,31 @@ def _file_of(array: np.ndarray) -> tuple[str, int] | None:
     return str(node.filename), int(start)
 
 
+def pread_into(fd: int, out: np.ndarray, offset: int) -> None:
+    """Fill the contiguous array `out` with the bytes of file `fd` from byte `offset`."""
+    view = memoryview(out).cast("B")
+    done = 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got <= 0:
+            raise OSError(f"short read from {fd=} at byte {offset + done}")
+        done += got
+
+
+def pwrite_from(fd: int, values: np.ndarray, offset: int) -> None:
+    """Write the contiguous array `values` to file `fd` at byte `offset`."""
+    view = memoryview(values).cast("B")
+    done = 0
+    while done < len(view):
+        done += os.pwritev(fd, [view[done:]], offset + done)
+
+
 class _ArrayReader:
     """Slices of one 1-d array: pread from its file, or views of it in memory."""
 
     def __init__(self, array: np.ndarray):
         self.array = array
-        found = _file_of(array)
+        found = file_of(array)
         self.fd = os.open(found[0], os.O_RDONLY) if found else None
         self.offset = found[1] if found else 0
         self._closer = weakref.finalize(self, os.close, self.fd) if found else None
@@ -71,13 +90,7 @@ class _ArrayReader:
             if self.fd is None:
                 out[pos:pos + hi - lo] = self.array[lo:hi]
             else:
-                view = memoryview(out[pos:pos + hi - lo]).cast("B")
-                done, start = 0, self.offset + lo * size
-                while done < len(view):
-                    got = os.preadv(self.fd, [view[done:]], start + done)
-                    if got <= 0:
-                        raise OSError(f"short read from the feature cache at byte {start + done}")
-                    done += got
+                pread_into(self.fd, out[pos:pos + hi - lo], self.offset + lo * size)
             pos += hi - lo
         return out
 

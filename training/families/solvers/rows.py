@@ -1,9 +1,9 @@
 """Row sources: how the shrinking solvers hold the examples they pass over.
 
-`shrinking.run_shrinking` states the algorithm; a row source owns the active set (the
-example ids `index[:active]`) and the rows and per-example state the family's kernel
-reads, and runs one pass of that kernel over the active set in a fresh random order.
-Every source offers the same small interface:
+`shrinking.run_shrinking` states the algorithm; a row source owns the active set and
+the rows and per-example state the family's kernel reads, and runs one pass of that
+kernel over the active set in a fresh random order. Every source offers the same small
+interface:
 
 - `active`: how many examples are in the active set;
 - `run_pass(kernel, tol) -> (active, max_violation, updates)`: one pass;
@@ -12,26 +12,29 @@ Every source offers the same small interface:
 - `reactivate()`: the source of the full problem with every example active again;
 - `write_back()`: bring the full problem's state up to date (before the solver returns).
 
-Memory is what shrinking buys (the SVM paper's "50% reduction"), so a source keeps only
-what the current passes need resident:
-- `Resident`: the whole matrix, each pass one random order over the active examples
-  (the base of `Compacted`; for callers whose rows are small and in memory).
-- `Streamed`: a pass visits the full matrix a chunk at a time (CHUNK_NNZ stored entries,
-  ~8 MiB of column indices): a chunk is an equal share of randomly drawn blocks of
-  1,024 consecutive rows, redrawn every pass, and it is visited in a random order. The
-  chunk's rows are read with pread into reusable buffers (features/rowchunks.py) and
-  its examples' state is copied beside them and written back after the chunk, so the
-  kernel sees a small compact problem and the memory-mapped feature cache is never
-  faulted in (a fault maps a whole 2 MB page-cache folio: RESULTS "Issue 4"). Chunked
-  visiting is a coarser shuffle than one random order over all rows; for the SVM it
-  changed the number of passes by no more than seeds do, and the dual MLR converges
-  under it with the driver's stall test (shrinking.py).
+Memory is what shrinking buys (the SVM paper's "50% reduction"), and at 50M examples
+nothing per example may stay resident (issue 13), so a source keeps only what the
+current passes need:
+- `Streamed`: the full problem. A pass visits the matrix a chunk at a time (CHUNK_NNZ
+  stored entries, ~8 MiB of column indices, at the default --memory of 4G; in
+  proportion to the budget otherwise): a chunk is an equal share of randomly drawn
+  blocks of 1,024 consecutive rows, redrawn every pass, and it is visited in a random
+  order. The chunk's rows are read with pread into reusable buffers
+  (features/rowchunks.py), and its examples' state (the family's arrays and the
+  visiting order, state.py: in a file beside a mapped matrix) is read beside them and
+  written back after the chunk, so the kernel sees a small compact problem, the
+  memory-mapped feature cache is never faulted in (a fault maps a whole 2 MB page-cache
+  folio: RESULTS "Issue 4") and no array of every example is held. Chunked visiting
+  is a coarser shuffle than one random order over all rows; for the SVM it changed the
+  number of passes by no more than seeds do, and the dual MLR converges under it with
+  the driver's stall test (shrinking.py).
 - `Compacted`: once the active set of a streamed problem is at most COMPACT_BELOW of
-  the rows, its rows and per-example state are copied out and the passes until the next
-  reactivation run on that copy (one random order per pass, as `Resident`); it is
-  compacted again as it keeps shrinking, and its state is written back on reactivation.
-  On a shrunk set the copy is small, contiguous and cache-friendly, and the mapped
-  matrix need not stay resident.
+  the rows and a copy of its rows and state fits COMPACT_SHARE of the memory budget,
+  they are copied out and the passes until the next reactivation run on that copy (one
+  random order per pass, `Resident`); it is compacted again as it keeps shrinking,
+  and its state is written back on reactivation. On a shrunk set the copy is small,
+  contiguous and cache-friendly. A copy that would not fit is not made: the passes keep
+  streaming (the same algorithm, a chunked visiting order).
 
 A kernel therefore sees different rows/state arrays from one pass to the next and must
 keep nothing per example outside `state`. All visiting orders come from one xorshift64*
@@ -45,10 +48,13 @@ from collections.abc import Callable
 import numba as nb
 import numpy as np
 
-from training.features.rowchunks import CHUNK_NNZ, RowReader, chunk_bounds
+from training.features.rowchunks import CHUNK_NNZ, RowReader, chunk_bounds, file_of
+from training.families.solvers.state import FileState, MemoryState, ExampleState, state_beside
+from training.parallel import DEFAULT_MEMORY, parse_memory
 
 BLOCK_LOG2 = 10  # rows join chunks in blocks of 1,024 consecutive rows
 COMPACT_BELOW = 0.25  # copy the active rows out once they are at most this fraction
+COMPACT_SHARE = 0.5  # ... and the copy takes at most this share of the memory budget
 
 Rows = tuple  # (indptr, indices, data) of a CSR matrix, as the kernels take it
 # The family's kernel: kernel(rows, state, index, active, tol) runs over index[:active],
@@ -82,29 +88,6 @@ def shuffle_prefix(index, n, state):
 
 
 @nb.njit(nogil=True, cache=True)
-def _bucket(index, active, block_chunk, n_chunks, starts):
-    """Stable partition of index[:active] by chunk: row i is in block_chunk[i >> BLOCK_LOG2].
-
-    starts[c] = where chunk c begins in index (starts[n_chunks] = active). A counting
-    sort: O(active), no comparison sort of the ids.
-    """
-    counts = np.zeros(n_chunks + 1, dtype=np.int64)
-    for s in range(active):
-        counts[block_chunk[index[s] >> BLOCK_LOG2] + 1] += 1
-    for c in range(n_chunks):
-        counts[c + 1] += counts[c]
-        starts[c] = counts[c]
-    starts[n_chunks] = active
-    out = np.empty(active, dtype=index.dtype)
-    for s in range(active):
-        c = block_chunk[index[s] >> BLOCK_LOG2]
-        out[counts[c]] = index[s]
-        counts[c] += 1
-    for s in range(active):
-        index[s] = out[s]
-
-
-@nb.njit(nogil=True, cache=True)
 def _gather_rows(indptr, indices, data, ids, offset, lo, hi, out_indptr, out_indices, out_data,
                  copy_data):
     """Copy rows ids[lo:hi] - offset of a chunk into the compact CSR whose row pointers
@@ -117,13 +100,6 @@ def _gather_rows(indptr, indices, data, ids, offset, lo, hi, out_indptr, out_ind
             if copy_data:
                 out_data[pos] = data[p]
             pos += 1
-
-
-@nb.njit(nogil=True, cache=True)
-def _to_local(part, ids, out):
-    """out[s] = position of part[s] in the sorted ids (every part[s] is one of them)."""
-    for s in range(part.shape[0]):
-        out[s] = np.searchsorted(ids, part[s])
 
 
 def row_chunks(indptr: np.ndarray, n: int, chunk_nnz: int) -> int:
@@ -155,12 +131,12 @@ def _row_spans(block_chunk: np.ndarray, c: int, n: int) -> list[tuple[int, int]]
             for run in np.split(blocks, breaks)]
 
 
-def _copy_rows(rows: Rows, keep: np.ndarray) -> Rows:
+def _copy_rows(rows: Rows, keep: np.ndarray, chunk_nnz: int) -> Rows:
     """rows[keep] (keep sorted) as a new CSR, read in consecutive chunks with pread: a
     mapped file is read once and never faulted in."""
     indptr, indices, data = rows
     n = indptr.shape[0] - 1
-    bounds = chunk_bounds(indptr, CHUNK_NNZ, 0, n)
+    bounds = chunk_bounds(indptr, chunk_nnz, 0, n)
     cuts = np.searchsorted(keep, bounds)  # keep[cuts[c]:cuts[c+1]] lie in chunk c
     out_indptr = np.zeros(keep.shape[0] + 1, dtype=np.int64)
     copy_data = data.ndim == 1 and data.strides[0] != 0
@@ -186,17 +162,32 @@ def _copy_rows(rows: Rows, keep: np.ndarray) -> Rows:
     return out_indptr, out_indices, out_data
 
 
+def solver_state(rows: Rows, columns: list[tuple]) -> ExampleState:
+    """Zero per-example state (columns: (dtype, shape of one example's part)) for the
+    examples of `rows`: in a file beside the matrix when the rows are in a file, in
+    memory when they are in memory (state.py)."""
+    found = file_of(rows[1])
+    return state_beside(found[0] if found else None, rows[0].shape[0] - 1, columns)
+
+
+def chunk_entries(memory: int | str | None) -> int:
+    """Stored entries per streamed chunk for a memory budget: CHUNK_NNZ at the default
+    budget (8 MiB of column indices for 4G), in proportion to the budget otherwise."""
+    budget = parse_memory(DEFAULT_MEMORY if memory is None else memory)
+    return max(1, CHUNK_NNZ * budget // parse_memory(DEFAULT_MEMORY))
+
+
 class Resident:
-    """The whole matrix in memory; a pass visits the active set in one random order.
+    """Rows and per-example state in memory; a pass visits the active set in one random
+    order. (The base of `Compacted`.)
 
     rows: the CSR arrays of the examples; state: the family's per-example arrays (first
-    axis = example), updated in place; seed: the visiting orders.
+    axis = example), updated in place; rng: the xorshift64* state of the visiting orders.
     """
 
-    def __init__(self, rows: Rows, state: tuple, seed: int):
+    def __init__(self, rows: Rows, state: tuple, rng: np.ndarray):
         n = rows[0].shape[0] - 1
-        self.rows, self.state = rows, state
-        self.rng = np.array([np.uint64(seed) ^ np.uint64(0x9E3779B97F4A7C15)], dtype=np.uint64)
+        self.rows, self.state, self.rng = rows, state, rng
         self.index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)  # n x 4 bytes, not 8
         self.active = n
 
@@ -206,71 +197,113 @@ class Resident:
                                                      self.active, tol)
         return self.active, max_violation, updates
 
-    def shrunk(self) -> "Resident":
-        return self
 
-    def reactivate(self) -> "Resident":
-        self.active = self.index.shape[0]  # index keeps its order: every pass shuffles it
+class Streamed:
+    """The whole problem, its rows possibly memory-mapped and its state in a file,
+    visited a chunk of rows at a time; the passes of a small enough active set run on a
+    `Compacted` copy of it.
+
+    rows: the CSR arrays; state: the family's per-example state (state.py, or a tuple
+    of in-memory arrays); seed: the visiting orders; memory: the budget (--memory) that
+    sizes the chunks and decides whether a compact copy is made.
+
+    The visiting order (the permutation of the examples a pass starts from, which the
+    in-memory solver kept as an index array of every example) is per-example state too:
+    `order` holds for each example the key (tier, chunk, position) of its place in it,
+    written with the chunk's state. Sorting a chunk's active examples by key gives them
+    in the order an index array would hold them, so the passes (and the iterates) are
+    those of the index-array solver, with nothing per example resident.
+    """
+
+    def __init__(self, rows: Rows, state, seed: int, memory: int | str | None = None):
+        self.rows = rows
+        self.n = n = rows[0].shape[0] - 1
+        self.state = state if isinstance(state, ExampleState) else MemoryState(state)
+        self.rng = np.array([np.uint64(seed) ^ np.uint64(0x9E3779B97F4A7C15)], dtype=np.uint64)
+        self.memory = parse_memory(DEFAULT_MEMORY if memory is None else memory)
+        self.chunk_nnz = chunk_entries(self.memory)
+        self.reader = RowReader(rows)
+        # order keys: (tier << 32 | chunk, position); all zero = the examples in id order
+        self.order = solver_state(rows, [(np.int64, ()), (np.int64, ())]) \
+            if isinstance(self.state, FileState) else MemoryState([np.zeros(n, np.int64), np.zeros(n, np.int64)])
+        self.index_dtype = np.int32 if n < 2**31 else np.int64
+        self.generation = 0
+        self.limit: int | None = None  # an example is active when its key's high part < limit
+        self.active = n
+
+    def run_pass(self, kernel: Kernel, tol: float) -> tuple[int, float, int]:
+        """Chunks in random order and a random order inside each; a chunk's rows and
+        state are read into buffers, so only about one chunk is resident at a time."""
+        rng_state, n = self.rng, self.n
+        n_chunks = row_chunks(self.rows[0], n, self.chunk_nnz)
+        block_chunk = block_chunks(n, n_chunks, rng_state)
+        order = np.arange(n_chunks, dtype=np.int64)
+        shuffle_prefix(order, n_chunks, rng_state)
+        self.generation += 1
+        kept_tier = np.int64(-2 * self.generation) << np.int64(32)  # kept: before the shrunk
+        shrunk_tier = kept_tier + (np.int64(1) << np.int64(32))     # ones, both before earlier keys
+        max_violation, updates, active = 0.0, 0, 0
+        for c in order.tolist():
+            spans = _row_spans(block_chunk, c, n)
+            high, low = self.order.read(spans)
+            chosen = np.arange(high.shape[0]) if self.limit is None else np.flatnonzero(high < self.limit)
+            m = chosen.shape[0]
+            if m == 0:
+                continue
+            # the chunk's active examples in the order of the last pass (stable: ties are
+            # the untouched start, in id order), then shuffled
+            local = chosen[np.lexsort((low[chosen], high[chosen]))].astype(self.index_dtype)
+            shuffle_prefix(local, m, rng_state)
+            chunk_state = self.state.read(spans)
+            kept, violation, done = kernel(self.reader.read(spans), chunk_state, local, m, tol)
+            self.state.write(spans, chunk_state)
+            high[local[:kept]] = kept_tier + c
+            high[local[kept:]] = shrunk_tier + c
+            low[local] = np.arange(m, dtype=np.int64)
+            self.order.write(spans, (high, low))
+            active += kept
+            max_violation = max(max_violation, violation)
+            updates += done
+        self.limit = int(shrunk_tier)
+        self.active = active
+        return self.active, max_violation, updates
+
+    def shrunk(self) -> "Streamed | Compacted":
+        """A compact copy of the active rows once they are at most COMPACT_BELOW of the
+        rows and the copy fits COMPACT_SHARE of the memory budget; else self."""
+        if self.active > COMPACT_BELOW * self.n or self.compact_bytes() > COMPACT_SHARE * self.memory:
+            return self
+        keep = self.active_ids()
+        return Compacted(self, _copy_rows(self.rows, keep, self.chunk_nnz), self.state.take(keep), keep)
+
+    def compact_bytes(self) -> int:
+        """About what a compact copy of the active examples takes: their rows at the
+        mean row length, row pointers, visiting order and state."""
+        indptr, indices, data = self.rows
+        entry = indices.itemsize + (data.itemsize if data.ndim == 1 and data.strides[0] != 0 else 0)
+        nnz = int(indptr[self.n]) - int(indptr[0])
+        per_row = nnz / max(self.n, 1) * entry + 8 + 4 + self.state.row_bytes
+        return int(self.active * per_row)
+
+    def active_ids(self) -> np.ndarray:
+        """The active examples' numbers, sorted (read from the order keys a piece at a time)."""
+        if self.limit is None:
+            return np.arange(self.n, dtype=np.int64)
+        found = [lo + np.flatnonzero(self.order.read([(lo, hi)], columns=[0])[0] < self.limit)
+                 for lo, hi in self.order.pieces()]
+        return np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+
+    def reactivate(self) -> "Streamed":
+        self.limit = None  # the order keys keep the order: every pass shuffles it
+        self.active = self.n
         return self
 
     def write_back(self) -> None:
         """Nothing to do: the state is the full problem's."""
 
-
-class Streamed(Resident):
-    """The whole matrix, possibly memory-mapped, visited a chunk of rows at a time; the
-    passes of a small enough active set run on a `Compacted` copy of it."""
-
-    def __init__(self, rows: Rows, state: tuple, seed: int):
-        super().__init__(rows, state, seed)
-        self.reader = RowReader(rows)
-
-    def run_pass(self, kernel: Kernel, tol: float) -> tuple[int, float, int]:
-        """Chunks in random order and a random order inside each; a chunk's rows and
-        state are read into buffers, so only about one chunk is resident at a time."""
-        rows, state, index, active, rng_state = (self.rows, self.state, self.index,
-                                                 self.active, self.rng)
-        indptr = rows[0]
-        n = indptr.shape[0] - 1
-        n_chunks = row_chunks(indptr, n, CHUNK_NNZ)
-        block_chunk = block_chunks(n, n_chunks, rng_state)
-        starts = np.empty(n_chunks + 1, dtype=np.int64)
-        _bucket(index, active, block_chunk, n_chunks, starts)
-        order = np.arange(n_chunks, dtype=np.int64)
-        shuffle_prefix(order, n_chunks, rng_state)
-        kept = np.zeros(n_chunks, dtype=np.int64)
-        max_violation, updates = 0.0, 0
-        for c in order.tolist():
-            a, b = int(starts[c]), int(starts[c + 1])
-            if a == b:
-                continue
-            part = index[a:b]
-            shuffle_prefix(part, b - a, rng_state)
-            spans = _row_spans(block_chunk, c, n)
-            ids = np.concatenate([np.arange(lo, hi, dtype=np.int64) for lo, hi in spans])
-            local = np.empty(b - a, dtype=index.dtype)
-            _to_local(part, ids, local)
-            chunk_state = tuple(s_[ids] for s_ in state)
-            kept[c], violation, done = kernel(self.reader.read(spans), chunk_state, local,
-                                              b - a, tol)
-            part[:] = ids[local]
-            for full, local_state in zip(state, chunk_state):
-                full[ids] = local_state
-            max_violation = max(max_violation, violation)
-            updates += done
-        # Active examples of every chunk to the front, the shrunk ones behind them.
-        spans = [(int(starts[c]), int(starts[c + 1]), int(kept[c])) for c in range(n_chunks)]
-        reordered = np.concatenate([index[a:a + k] for a, _, k in spans]
-                                   + [index[a + k:b] for a, b, k in spans])
-        index[:active] = reordered
-        self.active = int(kept.sum())
-        return self.active, max_violation, updates
-
-    def shrunk(self) -> Resident:
-        if self.active > COMPACT_BELOW * self.index.shape[0]:
-            return self
-        keep = np.sort(self.index[:self.active])
-        return Compacted(self, self.rows, self.state, keep, keep)
+    def close(self) -> None:
+        self.reader.close()
+        self.order.close()
 
 
 class Compacted(Resident):
@@ -280,14 +313,9 @@ class Compacted(Resident):
     rows' numbers in the full problem, where `write_back` puts their state.
     """
 
-    def __init__(self, full: Streamed, rows: Rows, state: tuple, keep: np.ndarray,
-                 ids: np.ndarray):
-        """Copy rows[keep] and state[keep] (keep sorted); `ids`: their full-problem numbers."""
-        self.full, self.ids, self.rng = full, ids, full.rng
-        self.rows = _copy_rows(rows, keep)
-        self.state = tuple(a[keep] for a in state)
-        self.index = np.arange(keep.shape[0], dtype=np.int32)
-        self.active = keep.shape[0]
+    def __init__(self, full: Streamed, rows: Rows, state: tuple, ids: np.ndarray):
+        super().__init__(rows, state, full.rng)
+        self.full, self.ids = full, ids
 
     def shrunk(self) -> Resident:
         """A smaller copy holding only the rows still active, once they are few enough."""
@@ -295,12 +323,15 @@ class Compacted(Resident):
             return self
         self.write_back()
         keep = np.sort(self.index[:self.active])
-        return Compacted(self.full, self.rows, self.state, keep, self.ids[keep])
+        return Compacted(self.full, _copy_rows(self.rows, keep, self.full.chunk_nnz),
+                         tuple(a[keep] for a in self.state), self.ids[keep])
 
-    def reactivate(self) -> Resident:
+    def reactivate(self) -> Streamed:
         self.write_back()
         return self.full.reactivate()
 
     def write_back(self) -> None:
-        for full, part in zip(self.full.state, self.state):
-            full[self.ids] = part
+        self.full.state.put(self.ids, self.state)
+
+    def close(self) -> None:
+        self.full.close()

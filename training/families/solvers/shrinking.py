@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from training.progress import progress
 
 from training.families.solvers.rows import Kernel, Rows, Streamed
+from training.families.solvers.state import ExampleState
 
 STALL_PASSES = 20  # a phase whose largest violation fell by less than STALL_DROP
 STALL_DROP = 0.01  # over this many passes reactivates everything
@@ -57,19 +58,23 @@ class ShrinkingResult:
     max_violation: float | None
 
 
-def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows, state: tuple,
-                  eps: float, max_passes: int, seed: int, verbose: bool = False,
-                  family: str = "shrinking") -> ShrinkingResult:
+def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows,
+                  state: "ExampleState | tuple", eps: float, max_passes: int, seed: int,
+                  verbose: bool = False, family: str = "shrinking",
+                  memory: int | str | None = None) -> ShrinkingResult:
     """Run passes until the stopping test above holds or `max_passes` is reached.
 
-    rows: the CSR arrays of the examples; state: the family's per-example arrays (first
-    axis = example), up to date when this returns. kernel: the family's pass over
+    rows: the CSR arrays of the examples; state: the family's per-example arrays (an
+    ExampleState, rows.solver_state, or a tuple of in-memory arrays; first axis =
+    example), up to date when this returns. kernel: the family's pass over
     index[:active] (see the module docstring); objective(): its objective after a pass.
-    The rows are streamed a chunk at a time and compacted once few are active
-    (rows.Streamed). family: names the progress bar and the warning.
+    The rows are streamed a chunk at a time and compacted once few are active and the
+    copy fits the memory budget (rows.Streamed). family: names the progress bar and the
+    warning.
     """
     n = rows[0].shape[0] - 1
-    source = Streamed(rows, state, seed)
+    full = Streamed(rows, state, seed, memory)
+    source = full
     tol = max(10.0 * eps, 1.0) if eps < 1.0 else eps
     from_all = True  # this pass visits every example
     phase: list[float] = []  # largest violation of each pass since the last reactivation
@@ -114,6 +119,7 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows, st
     finally:
         bar.close()
         source.write_back()
+        full.close()
     last_violation = history[-1]["max_violation"] if history else None
     if not converged:
         seen = "no pass ran" if last_violation is None else \

@@ -14,7 +14,8 @@ from training.features.rowchunks import iter_row_chunks
 
 
 def check_Xy(X, y, n_classes: int | None = None) -> tuple[sp.csr_matrix, np.ndarray, int]:
-    """CSR with sorted int32/int64 indices and labels in [0, n_classes) as int64."""
+    """CSR with sorted int32/int64 indices and labels in [0, n_classes), in the integer
+    dtype given (the store's int8 labels stay one byte an example: no int64 copy)."""
     if not sp.issparse(X):
         raise InputError(f"X must be a scipy.sparse CSR matrix, got {type(X).__name__}")
     X = X.tocsr()
@@ -23,7 +24,6 @@ def check_Xy(X, y, n_classes: int | None = None) -> tuple[sp.csr_matrix, np.ndar
         raise InputError(f"y must be a vector of {X.shape[0]} labels, got shape {y.shape}")
     if not np.issubdtype(y.dtype, np.integer):
         raise InputError(f"y must hold integer class indices, got dtype {y.dtype}")
-    y = y.astype(np.int64, copy=False)
     if y.size and y.min() < 0:
         raise InputError(f"y holds a negative class index {y.min()}")
     k = int(y.max()) + 1 if y.size else 0
