@@ -13,6 +13,9 @@
 
 #include <stdint.h>
 
+#include <atomic>
+#include <chrono>
+
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -20,6 +23,36 @@
 #include <vector>
 
 namespace reordering {
+
+// One decoder run's Score RPCs, for a feature's end-of-run summary: `moses -threads N`
+// sends N sentences' RPCs at once, so every count is atomic. Kept here, beside the
+// client, so that the moses and the moses2 features count alike.
+struct RpcStats {
+  std::atomic<size_t> sentences{0}, failures{0};
+  std::atomic<size_t> in_flight{0}, max_in_flight{0}, calls{0};
+  std::atomic<long long> micros{0};  // wall time of all RPCs
+};
+
+// Counts one Score RPC while it runs (the scope of the call).
+class RpcScope {
+ public:
+  explicit RpcScope(RpcStats &stats) : stats_(stats), start_(std::chrono::steady_clock::now()) {
+    ++stats_.calls;
+    size_t running = ++stats_.in_flight, seen = stats_.max_in_flight.load();
+    while (running > seen && !stats_.max_in_flight.compare_exchange_weak(seen, running)) {}
+  }
+  ~RpcScope() {
+    stats_.micros += std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - start_).count();
+    --stats_.in_flight;
+  }
+  RpcScope(const RpcScope &) = delete;
+  RpcScope &operator=(const RpcScope &) = delete;
+
+ private:
+  RpcStats &stats_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 // How to reach the service and how hard to try.
 struct ClientOptions {

@@ -51,28 +51,6 @@ string Surface(const Word &w, FactorType f)
   return factor ? factor->GetString().as_string() : string();
 }
 
-// Counts one Score RPC while it runs (the scope of the call).
-class InFlight
-{
-public:
-  InFlight(std::atomic<size_t> &now, std::atomic<size_t> &most, std::atomic<size_t> &calls,
-           std::atomic<long long> &micros)
-    : m_now(now), m_micros(micros), m_start(std::chrono::steady_clock::now()) {
-    ++calls;
-    size_t running = ++m_now, seen = most.load();
-    while (running > seen && !most.compare_exchange_weak(seen, running)) {}
-  }
-  ~InFlight() {
-    m_micros += std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::steady_clock::now() - m_start).count();
-    --m_now;
-  }
-private:
-  std::atomic<size_t> &m_now;
-  std::atomic<long long> &m_micros;
-  std::chrono::steady_clock::time_point m_start;
-};
-
 }  // namespace
 
 string ExternalReordering::StripServiceKeys(const string &line,
@@ -96,12 +74,6 @@ ExternalReordering::ExternalReordering(const string &line)
   , m_pinnedVersion(0)
   , m_timeoutMs(5000)
   , m_onError(FAIL)
-  , m_sentences(0)
-  , m_failures(0)
-  , m_inFlight(0)
-  , m_maxInFlight(0)
-  , m_rpcs(0)
-  , m_rpcMicros(0)
 {
   vector<pair<string, string> > args;
   StripServiceKeys(line, &args);
@@ -140,12 +112,12 @@ ExternalReordering::ExternalReordering(const string &line)
 
 ExternalReordering::~ExternalReordering()
 {
-  if (m_rpcs > 0)
-    VERBOSE(1, GetScoreProducerDescription() << ": " << m_rpcs << " Score RPCs for " << m_sentences
-            << " sentences, at most " << m_maxInFlight << " in flight at once, "
-            << m_rpcMicros / 1e6 << " s of RPC wall time in all" << endl);
-  if (m_failures > 0)
-    cerr << GetScoreProducerDescription() << ": " << m_failures << " of " << m_sentences
+  if (m_stats.calls > 0)
+    VERBOSE(1, GetScoreProducerDescription() << ": " << m_stats.calls << " Score RPCs for " << m_stats.sentences
+            << " sentences, at most " << m_stats.max_in_flight << " in flight at once, "
+            << m_stats.micros / 1e6 << " s of RPC wall time in all" << endl);
+  if (m_stats.failures > 0)
+    cerr << GetScoreProducerDescription() << ": " << m_stats.failures << " of " << m_stats.sentences
          << " sentences were scored with default scores because the server failed" << endl;
 }
 
@@ -226,19 +198,19 @@ void ExternalReordering::ScoreSentence(Manager &manager) const
       }
     }
   }
-  ++m_sentences;
+  ++m_stats.sentences;
   if (options.empty()) return;
 
   reordering::ScoreResult result;
   const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   try {
-    InFlight counting(m_inFlight, m_maxInFlight, m_rpcs, m_rpcMicros);
+    reordering::RpcScope counting(m_stats);
     result = m_client->Score(m_model, m_pinnedVersion, request.input());
   } catch (const reordering::ClientError &e) {
     if (m_onError == FAIL)
       UTIL_THROW2(GetScoreProducerDescription() << ": sentence " << source.GetTranslationId()
                   << ": " << e.what() << " (on-error=default would use default scores)");
-    size_t failures = ++m_failures;
+    size_t failures = ++m_stats.failures;
     cerr << GetScoreProducerDescription() << ": sentence " << source.GetTranslationId()
          << " scored with default scores (" << failures << " so far): " << e.what() << endl;
     CacheFallbackRows(options);

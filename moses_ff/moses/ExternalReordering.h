@@ -23,11 +23,7 @@
 
 #include "moses/FF/LexicalReordering/LexicalReordering.h"
 #include "ReorderingType.h"
-
-namespace reordering
-{
-class Client;
-}
+#include "reordering_client.h"
 
 namespace Moses
 {
@@ -72,11 +68,7 @@ private:
   // default-scores (already ln) or zeros, LRState's "no row" behaviour.
   Scores m_fallbackRow;
   std::unique_ptr<reordering::Client> m_client;
-  mutable std::atomic<size_t> m_sentences, m_failures;
-  // For the end-of-run summary: Score RPCs running now / at most at once (moses
-  // -threads N decodes N sentences at a time, each with its own RPC), their wall time.
-  mutable std::atomic<size_t> m_inFlight, m_maxInFlight, m_rpcs;
-  mutable std::atomic<long long> m_rpcMicros;
+  mutable reordering::RpcStats m_stats;  // sentences, failures, RPCs in flight: the end-of-run summary
 };
 
 }

@@ -51,28 +51,6 @@ string Surface(const Word &w, FactorType f)
   return factor ? factor->GetString().as_string() : string();
 }
 
-// Counts one Score RPC while it runs (the scope of the call).
-class InFlight
-{
-public:
-  InFlight(std::atomic<size_t> &now, std::atomic<size_t> &most, std::atomic<size_t> &calls,
-           std::atomic<long long> &micros)
-    : m_now(now), m_micros(micros), m_start(std::chrono::steady_clock::now()) {
-    ++calls;
-    size_t running = ++m_now, seen = most.load();
-    while (running > seen && !most.compare_exchange_weak(seen, running)) {}
-  }
-  ~InFlight() {
-    m_micros += std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::steady_clock::now() - m_start).count();
-    --m_now;
-  }
-private:
-  std::atomic<size_t> &m_now;
-  std::atomic<long long> &m_micros;
-  std::chrono::steady_clock::time_point m_start;
-};
-
 typedef LRModel::ReorderingType ReorderingType;
 
 // The states: what Moses2's LRState, PhraseBasedReorderingState, HReorderingBackwardState,
@@ -305,12 +283,6 @@ ExternalReordering::ExternalReordering(size_t startInd, const string &line)
   , m_onError(FAIL)
   , m_inputFactor(0)
   , m_outputFactor(0)
-  , m_sentences(0)
-  , m_failures(0)
-  , m_inFlight(0)
-  , m_maxInFlight(0)
-  , m_rpcs(0)
-  , m_rpcMicros(0)
 {
   vector<pair<string, string> > args;
   StripServiceKeys(line, &args);
@@ -352,12 +324,12 @@ ExternalReordering::ExternalReordering(size_t startInd, const string &line)
 
 ExternalReordering::~ExternalReordering()
 {
-  if (m_rpcs > 0)
-    cerr << GetName() << ": " << m_rpcs << " Score RPCs for " << m_sentences
-         << " sentences, at most " << m_maxInFlight << " in flight at once, "
-         << m_rpcMicros / 1e6 << " s of RPC wall time in all" << endl;
-  if (m_failures > 0)
-    cerr << GetName() << ": " << m_failures << " of " << m_sentences
+  if (m_stats.calls > 0)
+    cerr << GetName() << ": " << m_stats.calls << " Score RPCs for " << m_stats.sentences
+         << " sentences, at most " << m_stats.max_in_flight << " in flight at once, "
+         << m_stats.micros / 1e6 << " s of RPC wall time in all" << endl;
+  if (m_stats.failures > 0)
+    cerr << GetName() << ": " << m_stats.failures << " of " << m_stats.sentences
          << " sentences were scored with default scores because the server failed" << endl;
 }
 
@@ -485,19 +457,19 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
       }
     }
   }
-  ++m_sentences;
+  ++m_stats.sentences;
   std::unique_ptr<SentenceRows> rows(new SentenceRows());
   if (options.empty()) return rows;
 
   reordering::ScoreResult result;
   try {
-    InFlight counting(m_inFlight, m_maxInFlight, m_rpcs, m_rpcMicros);
+    reordering::RpcScope counting(m_stats);
     result = m_client->Score(m_model, m_pinnedVersion, request.input());
   } catch (const reordering::ClientError &e) {
     if (m_onError == FAIL)
       UTIL_THROW2(GetName() << ": sentence " << mgr.GetTranslationId() << ": " << e.what()
                   << " (on-error=default would use default scores)");
-    size_t failures = ++m_failures;
+    size_t failures = ++m_stats.failures;
     cerr << GetName() << ": sentence " << mgr.GetTranslationId() << " scored with default scores ("
          << failures << " so far): " << e.what() << endl;
     if (!m_defaultRow.empty()) {

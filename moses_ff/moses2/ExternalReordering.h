@@ -37,11 +37,7 @@
 #include "../LexicalReordering/LexicalReordering.h"
 #include "../LexicalReordering/LRModel.h"
 #include "ReorderingType.h"
-
-namespace reordering
-{
-class Client;
-}
+#include "reordering_client.h"
 
 namespace Moses2
 {
@@ -156,10 +152,7 @@ private:
   mutable std::mutex m_sentencesMutex;
   mutable std::unordered_map<const InputType*, std::unique_ptr<SentenceRows> > m_sentenceRows;
 
-  mutable std::atomic<size_t> m_sentences, m_failures;
-  // For the end-of-run summary: Score RPCs running now / at most at once, their wall time.
-  mutable std::atomic<size_t> m_inFlight, m_maxInFlight, m_rpcs;
-  mutable std::atomic<long long> m_rpcMicros;
+  mutable reordering::RpcStats m_stats;  // sentences, failures, RPCs in flight: the end-of-run summary
 };
 
 }
