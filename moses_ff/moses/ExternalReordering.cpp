@@ -28,14 +28,7 @@ namespace Moses
 namespace
 {
 
-const char *const kOurKeys[] = {"server", "model", "version", "timeout-ms", "on-error"};
-
-bool IsOurKey(const string &key)
-{
-  for (size_t i = 0; i < sizeof(kOurKeys) / sizeof(kOurKeys[0]); ++i)
-    if (key == kOurKeys[i]) return true;
-  return false;
-}
+const char *const kOurKeys[] = {"server", "model", "version", "timeout-ms", "on-error", NULL};
 
 // First factor of a factor list such as input-factor=0 (our model sees one factor).
 FactorType FirstFactor(const vector<pair<string, string> > &line, const string &key)
@@ -56,15 +49,8 @@ string Surface(const Word &w, FactorType f)
 string ExternalReordering::StripServiceKeys(const string &line,
                                             vector<pair<string, string> > *found)
 {
-  vector<string> toks = Tokenize(line);
-  UTIL_THROW_IF2(toks.empty(), "ExternalReordering: empty feature line");
-  string kept = toks[0];
-  for (size_t i = 1; i < toks.size(); ++i) {
-    vector<string> kv = TokenizeFirstOnly(toks[i], "=");
-    bool ours = kv.size() == 2 && IsOurKey(kv[0]);
-    if (found && kv.size() == 2) found->push_back(make_pair(kv[0], kv[1]));
-    if (!ours) kept += " " + toks[i];
-  }
+  const string kept = reordering_type::StripKeys(line, kOurKeys, found);
+  UTIL_THROW_IF2(kept.empty(), "ExternalReordering: empty feature line");
   return kept;
 }
 

@@ -19,7 +19,9 @@
 
 #include <stddef.h>
 
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace reordering_type
@@ -106,6 +108,30 @@ inline bool SameModel(const Schema &mine, const Schema &served)
 {
   return mine.kind == served.kind && mine.orientation == served.orientation &&
          mine.direction == served.direction && mine.language == served.language;
+}
+
+// The feature line without the keys in `ours` (a null-terminated list), which the decoder's
+// own LexicalReordering would refuse; every key=value of the line goes to `found` if given.
+// Tokens are split on blanks and at their first '=', as the decoders split a feature line;
+// one implementation for the moses and the moses2 feature.
+inline std::string StripKeys(const std::string &line, const char *const *ours,
+                             std::vector<std::pair<std::string, std::string> > *found)
+{
+  std::istringstream in(line);
+  std::string token, kept;
+  bool first = true;
+  while (in >> token) {
+    bool strip = false;
+    const size_t eq = token.find('=');
+    if (!first && eq != std::string::npos && eq > 0 && eq + 1 < token.size()) {
+      const std::string key = token.substr(0, eq);
+      if (found) found->push_back(std::make_pair(key, token.substr(eq + 1)));
+      for (const char *const *k = ours; *k && !strip; ++k) strip = key == *k;
+    }
+    if (!strip) kept += (kept.empty() ? "" : " ") + token;
+    first = false;
+  }
+  return kept;
 }
 
 }  // namespace reordering_type
