@@ -35,3 +35,39 @@ def test_reports_agree_for_any_ranges_jobs_and_on_dask(store_2k, model, monkeypa
                 assert got["confusion"] == summary["confusion"]
                 assert got["log_loss"] == pytest.approx(summary["log_loss"], rel=1e-12)
                 assert got["ece"] == pytest.approx(summary["ece"], rel=1e-12, abs=1e-15)
+
+
+def test_spilled_seen_keys_match_the_in_memory_set_under_a_tiny_budget(store_2k, model, tmp_path, monkeypatch):
+    """The seen/unseen split comes from spilled, hash-partitioned key sets (count_range
+    spills, merged a group of partitions at a time, looked up a block at a time). With a
+    tiny budget (128-example ranges, so many spills, groups and blocks) the seen keys are
+    exactly the in-memory intersection of the held-out and training pair keys, and the
+    report is the one of the default budget (one range per part: the seen and unseen
+    slices hold the same examples, whose floats are summed in another order)."""
+    import numpy as np
+
+    from training.eval.split import heldout_sentences
+    from training.features.matrix import distinct_pair_keys
+
+    whole = evaluate(model, store_2k.path, jobs=1)  # default 4G: one range, one group, one block
+    heldout = heldout_sentences(store_2k.n_sentences, 0.1)
+    heldout_keys = distinct_pair_keys(store_2k, heldout)
+    expected = np.intersect1d(heldout_keys, distinct_pair_keys(store_2k, ~heldout))
+    # groups hold at most 128 held-out keys, lookups read 128 seen keys at a time: many of each
+    assert heldout_keys.shape[0] > 8 * 128 and expected.shape[0] > 4 * 128
+
+    n_seen = evaluate_module.seen_heldout_pairs(store_2k, heldout, tmp_path / "seen.npy", range_examples=128)
+    assert n_seen == expected.shape[0]
+    assert np.array_equal(np.load(tmp_path / "seen.npy"), expected)
+
+    monkeypatch.setattr(evaluate_module, "RANGE_BYTES_PER_EXAMPLE", 512 << 10)  # 64M: 128-example ranges
+    monkeypatch.setattr(evaluate_module, "MIN_RANGE_EXAMPLES", 128)
+    tiny = evaluate(model, store_2k.path, jobs=1, memory="64M")
+    assert tiny["split"] == whole["split"]  # the seen count among them
+    for direction, slices in whole["directions"].items():
+        for name, summary in slices.items():
+            got = tiny["directions"][direction][name]
+            assert got["confusion"] == summary["confusion"]
+            # other ranges sum the same floats in another order
+            assert got["log_loss"] == pytest.approx(summary["log_loss"], rel=1e-12)
+            assert got["ece"] == pytest.approx(summary["ece"], rel=1e-12, abs=1e-15)

@@ -24,11 +24,14 @@ import numpy as np
 from training import __version__
 from training.errors import InputError
 from training.features.batch import pair_slice
-from training.features.matrix import SUB_BATCH_PAIRS
+from training.features.matrix import (MERGE_GROUPS_PER_JOB, SUB_BATCH_PAIRS, count_range, merge_partitions,
+                                      partition_groups)
+from training.features.rowchunks import ArrayReader
 from training.features.templates import pair_keys
 from training.eval.metrics import add_totals, slice_totals, summary_of_totals
 from training.modelfile.model import LoadedModel, load_model
 from training.moses.types import MosesType, class_labels
+from training.npyfile import NpyAppender
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
 
@@ -121,62 +124,94 @@ def training_overlap(model: LoadedModel, store: ExampleStore, heldout: np.ndarra
     return {"held_out": True, "overlap_sentences": 0, "warning": None}
 
 
-def seen_pair_keys(store: ExampleStore, train_mask: np.ndarray) -> np.ndarray:
-    """Sorted unique phrase-pair identity keys of the training sentences."""
-    parts = [np.unique(pair_keys(chunk.batch)) for chunk in store.iter_chunks(train_mask)]
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+def seen_heldout_pairs(store: ExampleStore, heldout: np.ndarray, out_path: str | os.PathLike,
+                       runner=None, range_examples: int = MAX_RANGE_EXAMPLES, min_groups: int = 1) -> int:
+    """Write to `out_path` (.npy) the sorted pair keys of the held-out sentences that also
+    occur in the training ones; returns how many.
 
-
-def seen_heldout_pairs(store: ExampleStore, heldout: np.ndarray, step: int = 4 * SUB_BATCH_PAIRS,
-                       runner=None, range_examples: int = MAX_RANGE_EXAMPLES) -> np.ndarray:
-    """Sorted pair keys of the held-out sentences that also occur in the training ones.
-
-    Only the held-out pairs' distinct keys are held (a tenth of the examples at most),
-    and the training sentences are scanned `step` examples at a time against them, so
-    memory does not grow with the training part's distinct pairs. Both scans are tasks
-    over ranges of `range_examples` examples, run by `runner` (a training.parallel
+    No key set that grows with the store is held: both parts are counted as the feature
+    stage counts its keys (features/matrix.py count_range with the "pair" template, which
+    is templates.pair_keys), a task a range of `range_examples` examples, each range's
+    distinct keys spilled sorted and cut into hash partitions. Then each group of
+    consecutive partitions holding at most `range_examples` held-out entries
+    (matrix.partition_groups; at least about `min_groups` groups) is a task: its held-out
+    keys merged, the training spills' slices of the same partitions looked up in them
+    one slice at a time, the seen ones returned and appended to the file in partition
+    order, which is key order. So a task holds about one range's worth of keys, and the
+    range size is set by --memory. Tasks run on `runner` (a training.parallel
     TaskRunner; None: in this process, one after the other)."""
     run = runner.iter if runner is not None else map
     path = str(Path(store.path).resolve())
-    ranges = [(lo, min(lo + range_examples, store.n_examples)) for lo in range(0, store.n_examples, range_examples)]
+    # Held-out sentences are the tail: training examples come before the first held-out one.
+    first = store.first_example_of(int(np.argmax(heldout))) if heldout.any() else store.n_examples
+
+    def ranges(lo: int, hi: int) -> list[tuple[int, int]]:
+        return [(a, min(a + range_examples, hi)) for a in range(lo, hi, range_examples)]
+
     with tempfile.TemporaryDirectory(prefix="seen-") as tmp:
         heldout_path, train_path = str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "train.npy")
         np.save(heldout_path, heldout)
         np.save(train_path, ~heldout)
-        parts = list(run(distinct_in_range, [(path, lo, hi, heldout_path, None, step) for lo, hi in ranges]))
-        candidates = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
-        if candidates.shape[0] == 0:
-            return candidates
-        candidates_path = str(Path(tmp) / "candidates.npy")
-        np.save(candidates_path, candidates)
-        seen = np.zeros(candidates.shape[0], dtype=bool)
-        for found in run(distinct_in_range, [(path, lo, hi, train_path, candidates_path, step) for lo, hi in ranges]):
-            seen[found] = True
-    return candidates[seen]
+        tasks = [(path, "pair", lo, hi, heldout_path, str(Path(tmp) / f"heldout-{i:05d}"))
+                 for i, (lo, hi) in enumerate(ranges(first, store.n_examples))]
+        n_heldout = len(tasks)
+        tasks += [(path, "pair", lo, hi, train_path, str(Path(tmp) / f"train-{i:05d}"))
+                  for i, (lo, hi) in enumerate(ranges(0, first))]
+        spills = list(run(count_range, tasks))
+        heldout_spills, train_spills = spills[:n_heldout], spills[n_heldout:]
+        groups = partition_groups(heldout_spills, range_examples, min_groups)
+        out = NpyAppender(Path(out_path), np.uint64)
+        try:
+            for seen in run(seen_in_partitions, [(heldout_spills, train_spills, lo, hi) for lo, hi in groups]):
+                out.append(seen)
+            out.finish()
+        except BaseException:
+            out.close()
+            raise
+    return out.count
 
 
-def distinct_in_range(task: tuple) -> np.ndarray:
-    """Task: the sorted distinct pair keys of the masked examples lo..hi-1; with a
-    candidates file (sorted keys), the indices of the candidates among them instead."""
-    store_path, lo, hi, mask_path, candidates_path, step = task
-    store = ExampleStore.open(store_path)
-    mask = np.load(mask_path, mmap_mode="r")
-    candidates = None if candidates_path is None else np.load(candidates_path)
-    parts = []
-    seen = None if candidates is None else np.zeros(candidates.shape[0], dtype=bool)
-    for a in range(lo, hi, step):
-        chunk = store.read_examples(a, min(a + step, hi), mask)
-        if chunk is None:
-            continue
-        keys = pair_keys(chunk.batch)
-        if seen is None:
-            parts.append(np.unique(keys))
-            continue
-        pos = np.minimum(np.searchsorted(candidates, keys), candidates.shape[0] - 1)
-        seen[pos[candidates[pos] == keys]] = True
-    if seen is not None:
-        return np.flatnonzero(seen)
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+def seen_in_partitions(task: tuple) -> np.ndarray:
+    """Task: the sorted keys of partitions lo..hi-1 that are in a held-out spill and in a
+    training spill (the held-out keys merged, each training spill's slice looked up in them)."""
+    heldout_spills, train_spills, lo, hi = task
+    keys = merge_partitions((heldout_spills, lo, hi, 0))[0]
+    if keys.shape[0] == 0:
+        return keys
+    seen = np.zeros(keys.shape[0], dtype=bool)
+    for prefix, bounds in train_spills:
+        a, b = int(bounds[lo]), int(bounds[hi])
+        if b > a:
+            train = np.load(prefix + ".keys.npy", mmap_mode="r")[a:b]
+            pos = np.minimum(np.searchsorted(keys, train), keys.shape[0] - 1)
+            seen[pos[keys[pos] == train]] = True
+    return keys[seen]
+
+
+def in_sorted_file(keys: np.ndarray, sorted_keys: np.ndarray, block: int) -> np.ndarray:
+    """Which of `keys` occur in `sorted_keys` (ascending, unique; a memory-mapped array is
+    read `block` keys at a time with pread, features/rowchunks.py, so only one block of
+    it is ever resident). `keys` is sorted in place."""
+    found = np.zeros(keys.shape[0], dtype=bool)
+    n = sorted_keys.shape[0]
+    if n == 0 or keys.shape[0] == 0:
+        return found
+    order = np.argsort(keys)
+    keys.sort()  # in place: keys[order]
+    queries = keys
+    reader = ArrayReader(sorted_keys)
+    try:
+        for a in range(0, n, block):
+            part = reader.read([(a, min(a + block, n))])
+            i, j = np.searchsorted(queries, part[0], "left"), np.searchsorted(queries, part[-1], "right")
+            if i == j:
+                continue
+            q = queries[i:j]
+            pos = np.searchsorted(part, q)  # q lies within [part[0], part[-1]]: pos < len(part)
+            found[order[i:j][part[pos] == q]] = True
+    finally:
+        reader.close()
+    return found
 
 
 _MODEL: dict[str, LoadedModel] = {}  # a worker keeps the model it scored with last
@@ -197,17 +232,19 @@ def score_range(task: tuple) -> dict[str, dict[str, dict]] | None:
         return None
     mtype = MosesType.parse(model.moses_type)
     K = len(mtype.classes)
-    seen_keys = np.load(seen_path, mmap_mode="r")
     labels = {d: class_labels(store, mtype, d, chunk.labels).astype(np.int64) for d in mtype.directions}
     totals: dict[str, dict[str, dict]] = {d: {"all": None, "seen": None, "unseen": None} for d in mtype.directions}
     n = chunk.batch.n_pairs
+    keys = np.empty(n, dtype=np.uint64)
+    for a in range(0, n, SUB_BATCH_PAIRS):
+        keys[a:a + SUB_BATCH_PAIRS] = pair_keys(pair_slice(chunk.batch, a, min(a + SUB_BATCH_PAIRS, n)))
+    seen_all = in_sorted_file(keys, np.load(seen_path, mmap_mode="r"), min(SUB_BATCH_PAIRS, hi - lo))
+    del keys
     for a in range(0, n, SUB_BATCH_PAIRS):
         b = min(a + SUB_BATCH_PAIRS, n)
         batch = pair_slice(chunk.batch, a, b)
         probs = model.predict_proba(batch)
-        keys = pair_keys(batch)
-        pos = np.minimum(np.searchsorted(seen_keys, keys), max(seen_keys.shape[0] - 1, 0))
-        seen = seen_keys[pos] == keys if seen_keys.shape[0] else np.zeros(b - a, dtype=bool)
+        seen = seen_all[a:b]
         for d, direction in enumerate(mtype.directions):
             y, p = labels[direction][a:b], probs[:, d * K:(d + 1) * K]
             for name, mask in (("all", slice(None)), ("seen", seen), ("unseen", ~seen)):
@@ -224,7 +261,9 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
     The held-out examples are scored as tasks over example ranges (training/parallel.py:
     `jobs` local processes or a Dask `scheduler`; the same report for any), each a
     sub-batch at a time; only the metric totals come back, so memory does not grow with
-    the held-out set. `memory` sizes the ranges."""
+    the held-out set. The seen/unseen split is found with spilled key sets
+    (seen_heldout_pairs), so it does not grow with the store either. `memory` sizes the
+    ranges, and with them the spills' merge groups and lookup blocks."""
     from training import defaults
     from training.parallel import jobs_that_pay, parse_memory, resolve_jobs, task_runner
 
@@ -242,7 +281,8 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
     first = store.first_example_of(int(np.argmax(heldout)))
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp, task_runner(jobs=jobs, scheduler=scheduler) as runner:
         np.save(Path(tmp) / "heldout.npy", heldout)
-        np.save(Path(tmp) / "seen.npy", seen_heldout_pairs(store, heldout, runner=runner, range_examples=size))
+        seen_heldout_pairs(store, heldout, Path(tmp) / "seen.npy", runner=runner, range_examples=size,
+                           min_groups=MERGE_GROUPS_PER_JOB * jobs if jobs > 1 or scheduler else 1)
         tasks = [(str(Path(model_path).resolve()), str(Path(store.path).resolve()), lo,
                   min(lo + size, store.n_examples), str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "seen.npy"))
                  for lo in range(first, store.n_examples, size)]

@@ -50,6 +50,7 @@ from training.features.keytable import KeyCounter, KeyIndex, find_row
 # Pairs per extraction call: bounds the key buffer (S15 can reach ~1,500 keys for one pair).
 SUB_BATCH_PAIRS = 65_536
 PARTITION_BITS = 10  # count spills are cut into 1,024 partitions by the keys' top bits
+COUNT_READ_EXAMPLES = 4 * SUB_BATCH_PAIRS  # a count task reads its range this many examples at a time
 TASK_BYTES_PER_EXAMPLE = 4096  # a task's budget per example (batch, keys, counter): sets the range size
 MIN_TASK_EXAMPLES, MAX_TASK_EXAMPLES = 16_384, 1 << 20
 MERGE_GROUPS_PER_JOB = 4  # merge tasks per worker (smaller groups balance better; one in-process)
@@ -403,16 +404,18 @@ def count_range(task: tuple) -> tuple[str, np.ndarray]:
 
     The spill (`prefix`.keys.npy / .counts.npy) holds the range's distinct keys sorted
     with their counts; its partition p is [bounds[p], bounds[p+1]). Returns (prefix, bounds).
+    The examples are read COUNT_READ_EXAMPLES at a time (never a whole range's batch).
     """
     store_path, spec_name, lo, hi, mask_path, prefix = task
     store = _open_store(store_path)
     spec = FeatureSpec.parse(spec_name)
     mask = None if mask_path is None else np.load(mask_path, mmap_mode="r")
     counter = KeyCounter()
-    chunk = store.read_examples(lo, hi, mask) if hi > lo else None
-    if chunk is not None:
-        for _, keys in iter_keys(chunk.batch, spec):
-            counter.add(keys)
+    for a in range(lo, hi, COUNT_READ_EXAMPLES):
+        chunk = store.read_examples(a, min(a + COUNT_READ_EXAMPLES, hi), mask)
+        if chunk is not None:
+            for _, keys in iter_keys(chunk.batch, spec):
+                counter.add(keys)
     keys, counts = counter.items()
     edges = np.arange(1 << PARTITION_BITS, dtype=np.uint64) << np.uint64(64 - PARTITION_BITS)
     bounds = np.append(np.searchsorted(keys, edges), keys.shape[0]).astype(np.int64)
@@ -426,11 +429,19 @@ def _merge_groups(spills: list[tuple[str, np.ndarray]], threshold: int, budget: 
     """Merge tasks: consecutive partitions whose spilled entries fit a quarter of a job's
     budget (12 bytes an entry, sorting needs a few copies), and at least about `min_groups`
     of them so that every worker merges (the kept keys are the same however they are grouped)."""
+    return [(spills, lo, hi, threshold) for lo, hi in partition_groups(spills, budget // 4 // 12, min_groups)]
+
+
+def partition_groups(spills: list[tuple[str, np.ndarray]], max_entries: int, min_groups: int = 1
+                     ) -> list[tuple[int, int]]:
+    """Consecutive partition ranges [lo, hi) of the spills (count_range's (prefix, bounds))
+    holding at most `max_entries` spilled entries in all, and at least about `min_groups`
+    of them; a single partition larger than that is a group of its own."""
     n_parts = 1 << PARTITION_BITS
     sizes = np.zeros(n_parts, dtype=np.int64)
     for _, bounds in spills:
         sizes += np.diff(bounds)
-    limit = max(1, min(budget // 4 // 12, -(-int(sizes.sum()) // max(1, min_groups))))
+    limit = max(1, min(max_entries, -(-int(sizes.sum()) // max(1, min_groups))))
     groups, start, total = [], 0, 0
     for p in range(n_parts):
         if total and total + sizes[p] > limit:
@@ -438,7 +449,7 @@ def _merge_groups(spills: list[tuple[str, np.ndarray]], threshold: int, budget: 
             start, total = p, 0
         total += int(sizes[p])
     groups.append((start, n_parts))
-    return [(spills, lo, hi, threshold) for lo, hi in groups]
+    return groups
 
 
 def merge_partitions(task: tuple) -> tuple[np.ndarray, np.ndarray, int]:

@@ -63,7 +63,7 @@ def pwrite_from(fd: int, values: np.ndarray, offset: int) -> None:
         done += os.pwritev(fd, [view[done:]], offset + done)
 
 
-class _ArrayReader:
+class ArrayReader:
     """Slices of one 1-d array: pread from its file, or views of it in memory."""
 
     def __init__(self, array: np.ndarray):
@@ -111,10 +111,10 @@ class RowReader:
     def __init__(self, X: sp.csr_matrix | Rows):
         indptr, indices, data = (X.indptr, X.indices, X.data) if sp.issparse(X) else X
         self.n_rows = int(indptr.shape[0] - 1)
-        self._indptr, self._indices = _ArrayReader(indptr), _ArrayReader(indices)
+        self._indptr, self._indices = ArrayReader(indptr), ArrayReader(indices)
         self._ones = data.ndim == 1 and data.shape[0] > 0 and data.strides[0] == 0
         self._one = data[:1] if self._ones else None
-        self._data = None if self._ones or data.shape[0] == 0 else _ArrayReader(data)
+        self._data = None if self._ones or data.shape[0] == 0 else ArrayReader(data)
         self._dtype = data.dtype
 
     def read(self, spans: Sequence[tuple[int, int]]) -> Rows:
