@@ -55,6 +55,8 @@ put "$HERE/moses/ExternalReordering.cpp" "$DEST/ExternalReordering.cpp"
 put "$HERE/moses/ReorderingType.h" "$DEST/ReorderingType.h"
 put "$HERE/client/reordering_client.h" "$DEST/reordering_client.h"
 put "$HERE/client/reordering_client.cc" "$DEST/client/reordering_client.cc"
+put "$HERE/client/feature_options.h" "$DEST/feature_options.h"
+put "$HERE/client/feature_options.cc" "$DEST/client/feature_options.cc"
 protoc -I "$PROTO_ROOT" --cpp_out "$TMP" --grpc_out "$TMP" \
     --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "$PROTO_ROOT/reordering/v1/reordering.proto"
 for f in reordering.pb.h reordering.pb.cc reordering.grpc.pb.h reordering.grpc.pb.cc; do
@@ -105,6 +107,7 @@ if [ -f "$REGISTRY" ] && [ -f "$JAMFILE2" ] && [ -f "$MOSES/moses2/FF/LexicalReo
     # headers only: the client library itself is moses//reordering_client (step 3)
     put "$HERE/moses/ReorderingType.h" "$DEST2/ReorderingType.h"
     put "$HERE/client/reordering_client.h" "$DEST2/reordering_client.h"
+    put "$HERE/client/feature_options.h" "$DEST2/feature_options.h"
     edit "$REGISTRY" '#include "ExternalReordering/ExternalReordering.h"' \
         '/#include "LexicalReordering\/LexicalReordering.h"/a\
 #include "ExternalReordering/ExternalReordering.h"'

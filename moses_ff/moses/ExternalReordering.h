@@ -23,6 +23,7 @@
 
 #include "moses/FF/LexicalReordering/LexicalReordering.h"
 #include "ReorderingType.h"
+#include "feature_options.h"
 #include "reordering_client.h"
 
 namespace Moses
@@ -50,20 +51,11 @@ public:
                                       std::vector<std::pair<std::string, std::string> > *found);
 
 private:
-  enum OnError { FAIL, USE_DEFAULT };
-
   void ScoreSentence(Manager &manager) const;
   void CacheFallbackRows(const std::vector<TranslationOption*> &options) const;
 
-  std::string m_type;                 // type= as the ini spells it
-  reordering_type::Schema m_schema;   // what it means (ReorderingType.h): what Load() checks
-  std::string m_server;
-  std::string m_model;
-  uint64_t m_requestedVersion;  // 0 = newest at Load()
+  reordering::FeatureOptions m_options;  // our keys of the feature line (feature_options.h)
   uint64_t m_pinnedVersion;     // the version every sentence of this run is scored with
-  int m_timeoutMs;
-  OnError m_onError;
-  FactorType m_inputFactor, m_outputFactor;
   // A full row (classes x directions, like a table's, whatever collapseff says): the
   // default-scores (already ln) or zeros, LRState's "no row" behaviour.
   Scores m_fallbackRow;

@@ -263,91 +263,48 @@ string ExternalReordering::StripServiceKeys(const string &line,
 
 ExternalReordering::ExternalReordering(size_t startInd, const string &line)
   : LexicalReordering(startInd, StripServiceKeys(line, NULL))
-  , m_requestedVersion(0)
   , m_pinnedVersion(0)
-  , m_timeoutMs(5000)
-  , m_onError(FAIL)
-  , m_inputFactor(0)
-  , m_outputFactor(0)
 {
   vector<pair<string, string> > args;
   StripServiceKeys(line, &args);
-  string defaults;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const string &key = args[i].first, &value = args[i].second;
-    if (key == "server") m_server = value;
-    else if (key == "model") m_model = value;
-    else if (key == "version") m_requestedVersion = Scan<uint64_t>(value);
-    else if (key == "timeout-ms") m_timeoutMs = Scan<int>(value);
-    else if (key == "type") m_type = value;
-    else if (key == "default-scores") defaults = value;
-    else if (key == "input-factor") m_inputFactor = Tokenize<FactorType>(value, ",").at(0);
-    else if (key == "output-factor") m_outputFactor = Tokenize<FactorType>(value, ",").at(0);
-    else if (key == "on-error") {
-      UTIL_THROW_IF2(value != "fail" && value != "default",
-                     GetName() << ": on-error=" << value << " (expected fail or default)");
-      m_onError = value == "fail" ? FAIL : USE_DEFAULT;
-    }
-  }
-  UTIL_THROW_IF2(m_server.empty() || m_model.empty(),
-                 GetName() << ": needs server=HOST:PORT and model=NAME");
-  UTIL_THROW_IF2(m_timeoutMs <= 0, GetName() << ": timeout-ms must be > 0");
   string why;
-  UTIL_THROW_IF2(!reordering_type::Parse(m_type, &m_schema, &why), GetName() << ": " << why);
+  UTIL_THROW_IF2(!m_options.Parse(args, &why), GetName() << ": " << why);
+  const reordering_type::Schema &schema = m_options.schema;
   // Moses2's LexicalReordering takes its score count from num-features; say so if it is wrong.
-  const size_t expected = m_schema.Directions().size() * (m_schema.collapse ? 1 : m_schema.Classes().size());
+  const size_t expected = schema.Directions().size() * (schema.collapse ? 1 : schema.Classes().size());
   UTIL_THROW_IF2(GetNumScores() != expected,
-                 GetName() << ": type=" << m_type << " has " << expected << " scores, but num-features="
+                 GetName() << ": type=" << m_options.type << " has " << expected << " scores, but num-features="
                  << GetNumScores());
-  if (!defaults.empty()) {
-    vector<SCORE> p = Tokenize<SCORE>(defaults, ",");
-    UTIL_THROW_IF2(p.size() != m_schema.NumOutputs(),
-                   GetName() << ": default-scores has " << p.size() << " values, type=" << m_type
-                   << " needs " << m_schema.NumOutputs() << " (classes x directions)");
+  if (!m_options.default_scores.empty()) {
+    vector<SCORE> p = Tokenize<SCORE>(m_options.default_scores, ",");
+    UTIL_THROW_IF2(p.size() != schema.NumOutputs(),
+                   GetName() << ": default-scores has " << p.size() << " values, type=" << m_options.type
+                   << " needs " << schema.NumOutputs() << " (classes x directions)");
     for (size_t i = 0; i < p.size(); ++i) m_defaultRow.push_back(FloorScore(TransformScore(p[i])));
   }
 }
 
 ExternalReordering::~ExternalReordering()
 {
-  if (m_stats.calls > 0)
-    cerr << GetName() << ": " << m_stats.calls << " Score RPCs for " << m_stats.sentences
-         << " sentences, at most " << m_stats.max_in_flight << " in flight at once, "
-         << m_stats.micros / 1e6 << " s of RPC wall time in all" << endl;
-  if (m_stats.failures > 0)
-    cerr << GetName() << ": " << m_stats.failures << " of " << m_stats.sentences
-         << " sentences were scored with default scores because the server failed" << endl;
+  cerr << reordering::RpcSummary(GetName(), m_stats) << reordering::FailureSummary(GetName(), m_stats);
 }
 
 void ExternalReordering::Load(System &system)
 {
   // No path=: nothing of LexicalReordering::Load (which reads a table) applies.
   if (system.params.GetParam("show-weights")) return;
-  reordering::ClientOptions options;
-  options.target = m_server;
-  options.timeout_ms = m_timeoutMs;
-  m_client.reset(new reordering::Client(options));
+  m_client.reset(new reordering::Client(m_options.Client()));
   reordering::ModelInfo info;
   try {
-    info = m_client->GetModel(m_model, m_requestedVersion);
+    info = m_client->GetModel(m_options.model, m_options.version);
   } catch (const reordering::ClientError &e) {
-    UTIL_THROW2(GetName() << ": cannot load model '" << m_model << "' from " << m_server << ": " << e.what());
+    UTIL_THROW2(GetName() << ": cannot load model '" << m_options.model << "' from " << m_options.server
+                << ": " << e.what());
   }
-  // Compare schemas, not strings (ReorderingType.h); collapseff is not part of the model.
-  reordering_type::Schema served;
-  string why;
-  UTIL_THROW_IF2(!reordering_type::Parse(info.moses_type, &served, &why)
-                 || !reordering_type::SameModel(m_schema, served)
-                 || info.classes != m_schema.Classes() || info.directions != m_schema.Directions()
-                 || info.outputs.size() != m_schema.NumOutputs(),
-                 GetName() << ": served model '" << m_model << "' version "
-                 << info.version << " is " << info.moses_type << " with " << info.outputs.size()
-                 << " outputs, but this feature's type=" << m_type << " needs a "
-                 << m_schema.Canonical(false) << " model with "
-                 << m_schema.NumOutputs() << " outputs (kind, orientation set, directions and "
-                 << "f/fe conditioning must match)");
+  const string why = m_options.Mismatch(info);
+  UTIL_THROW_IF2(!why.empty(), GetName() << ": " << why);
   m_pinnedVersion = info.version;
-  cerr << GetName() << ": " << m_server << " model " << m_model << " version " << m_pinnedVersion
+  cerr << GetName() << ": " << m_options.server << " model " << m_options.model << " version " << m_pinnedVersion
        << " (" << info.family << ", " << info.moses_type << ") pinned for this run" << endl;
 }
 
@@ -416,7 +373,7 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
 
   reordering::ScoreInputBuilder request;
   for (size_t i = 0; i < sentence.GetSize(); ++i)
-    request.AddSourceToken(Surface(sentence[i], m_inputFactor));
+    request.AddSourceToken(Surface(sentence[i], m_options.input_factor));
 
   vector<pair<const InputPathBase*, const void*> > options;
   vector<uint32_t> target, alignSrc, alignTgt;
@@ -431,7 +388,7 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
         alignSrc.clear();
         alignTgt.clear();
         for (size_t k = 0; k < tp.GetSize(); ++k)
-          target.push_back(request.Token(Surface(tp[k], m_outputFactor)));
+          target.push_back(request.Token(Surface(tp[k], m_options.output_factor)));
         const AlignmentInfo &align = tp.GetAlignTerm();
         for (AlignmentInfo::const_iterator a = align.begin(); a != align.end(); ++a) {
           alignSrc.push_back(a->first);
@@ -450,9 +407,9 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
   reordering::ScoreResult result;
   try {
     reordering::RpcScope counting(m_stats);
-    result = m_client->Score(m_model, m_pinnedVersion, request.input());
+    result = m_client->Score(m_options.model, m_pinnedVersion, request.input());
   } catch (const reordering::ClientError &e) {
-    if (m_onError == FAIL)
+    if (m_options.on_error == reordering::FeatureOptions::FAIL)
       UTIL_THROW2(GetName() << ": sentence " << mgr.GetTranslationId() << ": " << e.what()
                   << " (on-error=default would use default scores)");
     size_t failures = ++m_stats.failures;
@@ -465,10 +422,10 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
     }
     return rows;  // without default-scores: no rows, no reordering score (Moses2's "no row")
   }
-  UTIL_THROW_IF2(result.version != m_pinnedVersion || result.NumOutputs() != m_schema.NumOutputs(),
+  UTIL_THROW_IF2(result.version != m_pinnedVersion || result.NumOutputs() != m_options.schema.NumOutputs(),
                  GetName() << ": server answered version " << result.version << " with "
                  << result.NumOutputs() << " outputs; pinned version " << m_pinnedVersion << " has "
-                 << m_schema.NumOutputs());
+                 << m_options.schema.NumOutputs());
   const size_t width = result.NumOutputs();
   vector<SCORE> row(width);
   rows->Reserve(options.size(), width);

@@ -37,6 +37,7 @@
 #include "../LexicalReordering/LexicalReordering.h"
 #include "../LexicalReordering/LRModel.h"
 #include "ReorderingType.h"
+#include "feature_options.h"
 #include "reordering_client.h"
 
 namespace Moses2
@@ -133,19 +134,10 @@ public:
                                       std::vector<std::pair<std::string, std::string> > *found);
 
 private:
-  enum OnError { FAIL, USE_DEFAULT };
-
   std::unique_ptr<SentenceRows> ScoreSentence(const ManagerBase &mgr) const;
 
-  std::string m_type;                 // type= as the ini spells it
-  reordering_type::Schema m_schema;   // what it means: what Load() checks
-  std::string m_server;
-  std::string m_model;
-  uint64_t m_requestedVersion;  // 0 = newest at Load()
+  reordering::FeatureOptions m_options;  // our keys of the feature line (feature_options.h)
   uint64_t m_pinnedVersion;     // the version every sentence of this run is scored with
-  int m_timeoutMs;
-  OnError m_onError;
-  FactorType m_inputFactor, m_outputFactor;
   std::vector<SCORE> m_defaultRow;  // ln(default-scores), full row; empty = none given
   std::unique_ptr<reordering::Client> m_client;
 
