@@ -422,14 +422,18 @@ class Study:
             link = d / tool
             if not link.exists():
                 link.symlink_to(self.bin / tool)
+        # Refreshed on every call: a wrapper written by an earlier checkout (since removed)
+        # made every PRO run fail at its first optimisation (session 6).
         megam = d / "megam_i686.opt"
+        fresh = d / f".megam_i686.opt.{os.getpid()}.{threading.get_ident()}"
+        fresh.unlink(missing_ok=True)
         installed = shutil.which("moses-reorder-megam")
         if installed and _console_script_is_ours(installed):
-            if not megam.exists():
-                megam.symlink_to(installed)        # the documented one-line install
-        elif not megam.exists():
-            megam.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m training.moses.megam \"$@\"\n")
-            megam.chmod(0o755)
+            fresh.symlink_to(installed)            # the documented one-line install
+        else:
+            fresh.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m training.moses.megam \"$@\"\n")
+            fresh.chmod(0o755)
+        os.replace(fresh, megam)
         return d
 
     # ------------------------------------------------------------------- jobs
