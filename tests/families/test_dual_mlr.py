@@ -59,3 +59,64 @@ def test_convergence_reaches_the_fit_summary(real_Xy):
     assert capped["converged"] is False and capped["max_violation"] >= 0.01
     full = DualMLR(C=1.0, eps=0.1).fit(X, y).fit_summary()
     assert full["converged"] is True and full["max_violation"] < 0.1
+
+
+def test_exact_block_meets_its_kkt_conditions_and_descends():
+    """log alpha_k + A (alpha_k - a_k) - s_k is one value for every class (A = C ||x||^2 = 1)."""
+    from training.families.dual_mlr import _exact_block
+
+    a = np.array([0.999, 1e-200, 0.001 - 1e-200])
+    la = np.log(a)
+    s = np.array([0.0, 8.0, -3.0])
+    grad = la - s
+    out = np.empty(3)
+    _exact_block(la, grad, grad.min(), grad.max(), s, a, 1.0, out)
+    new = np.exp(out)
+    assert new.sum() == pytest.approx(1.0, abs=1e-12)
+    kkt = out + (new - a) - s
+    assert np.ptp(kkt) < 1e-9
+    d = new - a
+    change = np.sum(new * out) - np.sum(a * la) - d @ s + 0.5 * d @ d
+    assert change < -1.0  # the class at 1e-200 that should hold most of the mass gets it
+
+
+def test_a_class_hundreds_of_nats_off_moves_in_one_visit():
+    """The 44M-example stall in miniature: a class whose alpha is e^-255 but whose score
+    asks for e^-16 under a large curvature A. EG's one step size, set by the other
+    classes, moves it ~0.02 nats a visit; the exact block moves it at once."""
+    la = [np.log(0.84), -255.0, np.log(0.16)]
+    s0 = [3.34, -9.52, 6.18]
+    # a heavy row: x = e_0 scaled so that A = C ||x||^2 = 7000 as in the stalled example
+    from training.families.dual_mlr import _mlr_pass
+
+    results = {}
+    for step in ("eg", "exact"):
+        w = np.zeros((2, 3))
+        scale = np.sqrt(7000.0)
+        w[0] = np.array(s0) / scale
+        log_alpha = np.array([la])
+        objective = np.zeros(1)
+        for _ in range(5):
+            _, violation, _ = _mlr_pass(np.array([0, 1], np.int64), np.array([0], np.int32),
+                                        np.array([scale]), 0.0, 1.0, w, log_alpha,
+                                        np.array([0], np.int64), 1, 1e-9, 30, 1, objective,
+                                        step == "exact", 2.0)
+        results[step] = violation
+    assert results["eg"] > 100.0
+    assert results["exact"] < 1e-6
+
+
+def test_a_large_C_start_does_not_stall(real_Xy):
+    """C = 1000 makes eq. 15's start as far off as 44M examples make it at C = 1 (w in the
+    thousands): EG stays at a largest violation of hundreds of nats, the exact block
+    brings it to a few."""
+    X, y = real_Xy
+    import warnings
+
+    last = {}
+    for step in ("eg", "exact"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            last[step] = DualMLR(C=1000.0, eps=0.1, max_passes=300, step=step).fit(X, y).max_violation_
+    assert last["eg"] > 100.0
+    assert last["exact"] < 30.0

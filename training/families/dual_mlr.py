@@ -16,6 +16,18 @@ read and one sparse write (1 = the paper's algorithm). alpha starts at eq. 15 wi
 small `init_eps`. Shrinking, tolerance cooling and the stopping certificate are the
 same as the SVM's (`shrinking.run_shrinking`).
 
+EG's one step size per example is bounded by the curvature A = C ||x_i||^2 of its large
+classes, so a class whose alpha is hundreds of nats from its optimum moves a few
+hundredths of a nat a visit. Eq. 15 starts w at C init_eps times the feature counts,
+which grows with the corpus: at 44M examples w is in the tens of thousands, most
+classes are pushed to alphas of e^-300, and EG then stalls in its first tolerance with
+a largest gap of ~350 nats (benchmarks/RESULTS.md, issue 13). With step="exact" (the
+default) an example whose gap exceeds `exact_gap` is instead minimised exactly over its
+own simplex (`_exact_block`: the block's KKT condition, one Newton solve per class
+inside a safeguarded Newton on the multiplier, as in Yu, Huang and Lin's dual
+coordinate descent for maximum entropy), and EG takes the small gaps, where it is
+cheaper; step="eg" is the paper's algorithm alone.
+
 Bias: a constant feature of value `bias`, regularised (LIBLINEAR `-B` style), 0 = none.
 This module must not know about stores or files.
 """
@@ -28,6 +40,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
@@ -72,8 +85,72 @@ def _plus_entropy(total, log_alpha):
 
 
 @nb.njit(nogil=True, cache=True)
+def _log_alpha_at(c, A):
+    """The t = log alpha that solves t + A e^t = c (one class of the block's KKT
+    condition). With v = t + log A it is e^v + v = c + log A =: b (Wright's omega),
+    solved by Newton from max-free start log(b) or b, right of the root, where the
+    convex left side makes the iterates fall monotonically and never overflow."""
+    if A <= 0.0:
+        return max(c, _LOG_TINY)
+    log_a = np.log(A)
+    b = c + log_a
+    v = np.log(b) if b > 1.0 else b
+    for _ in range(100):
+        e = np.exp(v)
+        step = (e + v - b) / (e + 1.0)
+        v -= step
+        if abs(step) <= 1e-14 * (1.0 + abs(v)):
+            break
+    return max(v - log_a, _LOG_TINY)
+
+
+@nb.njit(nogil=True, cache=True)
+def _exact_block(la_cur, grad, g_min, g_max, s, a_cur, A, la_new):
+    """alpha_i minimising D with every other example fixed, into la_new (log alpha).
+
+    With s_k = w_k.x_i and A = C ||x_i||^2 the change of D (eq. 13) is minimal where
+    log alpha_k + A (alpha_k - a_k) - s_k = mu for every k, alpha on the simplex: each
+    class solves t + A e^t = s_k + A a_k + mu (_log_alpha_at) and mu, which lies between
+    the smallest and the largest gradient of eq. 12, makes the alphas sum to one
+    (safeguarded Newton: their sum is increasing and convex in mu). Unlike an EG step,
+    whose one step size is set by the largest class's curvature A, this moves a class
+    whose alpha is off by hundreds of nats in one visit (the stall at 44M examples).
+    """
+    K = la_cur.shape[0]
+    lo, hi = g_min, g_max
+    mu = 0.0
+    for k in range(K):
+        mu += a_cur[k] * grad[k]
+        la_new[k] = la_cur[k]
+    mu = min(max(mu, lo), hi)
+    for _ in range(100):
+        total = 0.0
+        slope = 0.0
+        for k in range(K):
+            la_new[k] = _log_alpha_at(s[k] + A * a_cur[k] + mu, A)
+            a = np.exp(la_new[k])
+            total += a
+            slope += a / (1.0 + A * a)
+        if abs(total - 1.0) <= 1e-13:
+            break
+        if total > 1.0:
+            hi = mu
+        else:
+            lo = mu
+        nxt = mu - (total - 1.0) / slope
+        if not (lo < nxt < hi):
+            nxt = 0.5 * (lo + hi)
+        if nxt == mu:
+            break
+        mu = nxt
+    log_total = np.log(total)
+    for k in range(K):
+        la_new[k] = max(la_new[k] - log_total, _LOG_TINY)
+
+
+@nb.njit(nogil=True, cache=True)
 def _mlr_pass(indptr, indices, data, bias, C, w, log_alpha, index, active, tol,
-              max_trials, inner_steps, objective):
+              max_trials, inner_steps, objective, exact, exact_gap):
     """One pass of Algorithm 1 over index[:active]; shrunk examples move behind `active`.
 
     alpha is kept as log alpha: the gradient (eq. 12) and the entropy change (eq. 13)
@@ -120,6 +197,23 @@ def _mlr_pass(indptr, indices, data, bias, C, w, log_alpha, index, active, tol,
                     max_violation = v_i
             if v_i <= 1e-12 or (step > 0 and v_i < 0.1 * tol):
                 break
+            if exact and v_i > exact_gap:
+                _exact_block(la_cur, grad, g_min, g_max, s, a_cur, A, la_new)
+                d_ent = 0.0
+                d_lin = 0.0
+                d_sq = 0.0
+                for k in range(K):
+                    a_new[k] = np.exp(la_new[k])
+                    d = a_new[k] - a_cur[k]
+                    d_ent += a_new[k] * la_new[k] - a_cur[k] * la_cur[k]
+                    d_lin += d * s[k]
+                    d_sq += d * d
+                objective[0] += d_ent - d_lin + 0.5 * A * d_sq  # the block's minimum: <= 0
+                for k in range(K):
+                    s[k] -= A * (a_new[k] - a_cur[k])
+                    a_cur[k] = a_new[k]
+                    la_cur[k] = la_new[k]
+                continue
             eta = 0.5
             accepted = False
             for trial in range(max_trials):
@@ -181,6 +275,9 @@ class DualMLR(ReorderingClassifier):
 
     eps: shrinking/stopping tolerance on the gap of eq. 16; init_eps: eq. 15;
     max_trials: step halvings per example; inner_steps: EG steps per visit (1 = paper);
+    step: "exact" minimises D over the alphas of a visited example whose gap exceeds
+    exact_gap (_exact_block) and takes EG steps below it, "eg" takes only the paper's
+    exponentiated-gradient steps (eq. 11) with step halving;
     memory: the budget (--memory) that sizes the streamed chunks and compact copies.
     """
 
@@ -188,8 +285,10 @@ class DualMLR(ReorderingClassifier):
 
     def __init__(self, C: float = 1.0, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, init_eps: float = 1e-3,
-                 max_trials: int = 30, inner_steps: int = 1, n_classes: int | None = None,
-                 verbose: bool = False, memory: int | str | None = None):
+                 max_trials: int = 30, inner_steps: int = 1, step: str = "exact",
+                 exact_gap: float = 2.0,
+                 n_classes: int | None = None, verbose: bool = False,
+                 memory: int | str | None = None):
         self.C = C
         self.eps = eps
         self.bias = bias
@@ -198,12 +297,17 @@ class DualMLR(ReorderingClassifier):
         self.init_eps = init_eps
         self.max_trials = max_trials
         self.inner_steps = inner_steps
+        self.step = step
+        self.exact_gap = exact_gap
         self.n_classes = n_classes
         self.verbose = verbose
         self.memory = memory
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "DualMLR":
         X, y, K = self.check_Xy(X, y)
+        if self.step not in ("exact", "eg"):
+            raise InputError(f"dual-mlr: step must be 'exact' or 'eg', got {self.step!r}")
+        exact = self.step == "exact"
         n, F = X.shape
         C, bias = float(self.C), float(self.bias)
         w = np.zeros((F + 1, K), dtype=np.float64)
@@ -219,7 +323,8 @@ class DualMLR(ReorderingClassifier):
 
             def kernel(rows, state, index, active, tol):
                 return _mlr_pass(*rows, bias, C, w, *state, index, active, tol,
-                                 int(self.max_trials), int(self.inner_steps), objective)
+                                 int(self.max_trials), int(self.inner_steps), objective, exact,
+                                 float(self.exact_gap))
 
             # Streamed like the SVM's; EG's tail on ja-en S6 at eps 0.01 stalled on a few
             # coupled examples under chunked visiting (1,000 passes, not converged) until the
