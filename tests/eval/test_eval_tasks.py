@@ -37,6 +37,19 @@ def test_reports_agree_for_any_ranges_jobs_and_on_dask(store_2k, model, monkeypa
                 assert got["ece"] == pytest.approx(summary["ece"], rel=1e-12, abs=1e-15)
 
 
+def test_reports_are_identical_for_any_memory_and_jobs(store_2k, model, monkeypatch):
+    """Ranges are whole blocks and each block's floats are summed as one, in block order,
+    so different range sizes (--memory / --jobs) give the very same report, not one equal
+    to rounding."""
+    monkeypatch.setattr(evaluate_module, "MIN_RANGE_EXAMPLES", 128)             # the block
+    monkeypatch.setattr(evaluate_module, "RANGE_BYTES_PER_EXAMPLE", 128 << 10)  # 64M: 512-example ranges
+    monkeypatch.setattr(evaluate_module, "WORKER_EXAMPLES", 1)
+    one_range = evaluate(model, store_2k.path, jobs=1, memory="4G")
+    assert one_range["split"]["heldout_examples"] > 4 * 512
+    for run in ({"jobs": 1, "memory": "64M"}, {"jobs": 2, "memory": "64M"}, {"jobs": 1, "memory": "96M"}):
+        assert evaluate(model, store_2k.path, **run)["directions"] == one_range["directions"]
+
+
 def test_spilled_seen_keys_match_the_in_memory_set_under_a_tiny_budget(store_2k, model, tmp_path, monkeypatch):
     """The seen/unseen split comes from spilled, hash-partitioned key sets (count_range
     spills, merged a group of partitions at a time, looked up a block at a time). With a

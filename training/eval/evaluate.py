@@ -37,6 +37,8 @@ from training.store.examples import ExampleStore
 
 
 RANGE_BYTES_PER_EXAMPLE = 4096  # a task's budget per example (batch, keys, scores): sets the range size
+# Ranges are whole multiples of MIN_RANGE_EXAMPLES, the block whose metric floats are summed
+# as one (score_range), which must divide SUB_BATCH_PAIRS.
 MIN_RANGE_EXAMPLES, MAX_RANGE_EXAMPLES = 4096, 1 << 20
 # Store examples that pay for a local worker (scanning pair keys ~1 us an example, scoring
 # the held-out tenth more; a spawned worker ~1.5 s of CPU to start): below 2 of them, one
@@ -217,11 +219,13 @@ def in_sorted_file(keys: np.ndarray, sorted_keys: np.ndarray, block: int) -> np.
 _MODEL: dict[str, LoadedModel] = {}  # a worker keeps the model it scored with last
 
 
-def score_range(task: tuple) -> dict[str, dict[str, dict]] | None:
+def score_range(task: tuple) -> list[dict[str, dict[str, dict]]] | None:
     """Task: the metric totals (metrics.slice_totals) of the held-out examples lo..hi-1,
-    per direction and slice (all / seen / unseen), scored a sub-batch at a time as the
-    server scores them; None when the range holds no held-out example."""
-    model_path, store_path, lo, hi, heldout_path, seen_path = task
+    per direction and slice (all / seen / unseen), one set per `block` examples from lo,
+    scored a sub-batch at a time as the server scores them; None when the range holds no
+    held-out example. Ranges start on block boundaries, so the caller adds the same
+    blocks' floats in the same order whatever the range size (--jobs, --memory)."""
+    model_path, store_path, lo, hi, heldout_path, seen_path, block = task
     model = _MODEL.get(model_path)
     if model is None:
         _MODEL.clear()
@@ -233,7 +237,7 @@ def score_range(task: tuple) -> dict[str, dict[str, dict]] | None:
     mtype = MosesType.parse(model.moses_type)
     K = len(mtype.classes)
     labels = {d: class_labels(store, mtype, d, chunk.labels).astype(np.int64) for d in mtype.directions}
-    totals: dict[str, dict[str, dict]] = {d: {"all": None, "seen": None, "unseen": None} for d in mtype.directions}
+    blocks: list[dict[str, dict[str, dict]]] = []
     n = chunk.batch.n_pairs
     keys = np.empty(n, dtype=np.uint64)
     for a in range(0, n, SUB_BATCH_PAIRS):
@@ -244,12 +248,16 @@ def score_range(task: tuple) -> dict[str, dict[str, dict]] | None:
         b = min(a + SUB_BATCH_PAIRS, n)
         batch = pair_slice(chunk.batch, a, b)
         probs = model.predict_proba(batch)
-        seen = seen_all[a:b]
-        for d, direction in enumerate(mtype.directions):
-            y, p = labels[direction][a:b], probs[:, d * K:(d + 1) * K]
-            for name, mask in (("all", slice(None)), ("seen", seen), ("unseen", ~seen)):
-                totals[direction][name] = add_totals(totals[direction][name], slice_totals(y[mask], p[mask], K))
-    return totals
+        for c in range(a, b, block):  # block divides SUB_BATCH_PAIRS: no block spans two sub-batches
+            e = min(c + block, b)
+            seen = seen_all[c:e]
+            totals = {d: {} for d in mtype.directions}
+            for d, direction in enumerate(mtype.directions):
+                y, p = labels[direction][c:e], probs[c - a:e - a, d * K:(d + 1) * K]
+                for name, mask in (("all", slice(None)), ("seen", seen), ("unseen", ~seen)):
+                    totals[direction][name] = slice_totals(y[mask], p[mask], K)
+            blocks.append(totals)
+    return blocks
 
 
 def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
@@ -276,7 +284,12 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
         raise InputError(f"held-out fraction {fraction} leaves no held-out sentence", store_dir)
     jobs = jobs_that_pay(resolve_jobs(jobs), store.n_examples, WORKER_EXAMPLES, scheduler)
     share = parse_memory(memory if memory is not None else defaults.MEMORY) // jobs
-    size = max(MIN_RANGE_EXAMPLES, min(MAX_RANGE_EXAMPLES, share // RANGE_BYTES_PER_EXAMPLE))
+    # Ranges are whole blocks of MIN_RANGE_EXAMPLES: the blocks' floats are added in one order
+    # for any range size, so the report is the same for any --jobs and --memory.
+    block = MIN_RANGE_EXAMPLES
+    if SUB_BATCH_PAIRS % block:
+        raise ValueError(f"MIN_RANGE_EXAMPLES {block} must divide SUB_BATCH_PAIRS {SUB_BATCH_PAIRS}")
+    size = max(block, min(MAX_RANGE_EXAMPLES, share // RANGE_BYTES_PER_EXAMPLE) // block * block)
     # Held-out sentences are the tail: ranges start at the first held-out example.
     first = store.first_example_of(int(np.argmax(heldout)))
     with tempfile.TemporaryDirectory(prefix="eval-") as tmp, task_runner(jobs=jobs, scheduler=scheduler) as runner:
@@ -284,16 +297,17 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
         seen_heldout_pairs(store, heldout, Path(tmp) / "seen.npy", runner=runner, range_examples=size,
                            min_groups=MERGE_GROUPS_PER_JOB * jobs if jobs > 1 or scheduler else 1)
         tasks = [(str(Path(model_path).resolve()), str(Path(store.path).resolve()), lo,
-                  min(lo + size, store.n_examples), str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "seen.npy"))
+                  min(lo + size, store.n_examples), str(Path(tmp) / "heldout.npy"), str(Path(tmp) / "seen.npy"), block)
                  for lo in range(first, store.n_examples, size)]
         parts = [t for t in runner.run(score_range, tasks) if t is not None]
     if not parts:
         raise InputError("the held-out sentences hold no examples", store.path)
     totals = {d: {name: None for name in ("all", "seen", "unseen")} for d in mtype.directions}
     for part in parts:
-        for d in mtype.directions:
-            for name in totals[d]:
-                totals[d][name] = add_totals(totals[d][name], part[d][name])
+        for blk in part:
+            for d in mtype.directions:
+                for name in totals[d]:
+                    totals[d][name] = add_totals(totals[d][name], blk[d][name])
     first_direction = totals[mtype.directions[0]]
     n_heldout = int(first_direction["all"]["confusion"].sum())
     n_seen = int(first_direction["seen"]["confusion"].sum())
