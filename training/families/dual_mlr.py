@@ -121,7 +121,6 @@ def _exact_block(la_cur, grad, g_min, g_max, s, a_cur, A, la_new):
     mu = 0.0
     for k in range(K):
         mu += a_cur[k] * grad[k]
-        la_new[k] = la_cur[k]
     mu = min(max(mu, lo), hi)
     for _ in range(100):
         total = 0.0
