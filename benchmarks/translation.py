@@ -65,7 +65,10 @@ class System:
     features: str = ""
     params: tuple[str, ...] = ()   # --param NAME=VALUE for `train`
     sparse: bool = False           # Moses's sparse reordering features on the reordering line
-    base: str = ""                 # external model name a +sparse system reuses
+    base: str = ""                 # external model name a +sparse (or other variant) system reuses
+    distortion_limit: int = 0      # 0: the ini's (6, train-model.perl's default)
+    with_lexical: bool = False     # the External feature beside Moses's LexicalReordering, not instead
+    baseline: str = "lexical"      # the system its BLEU difference and paired bootstrap are against
 
 
 SYSTEMS: dict[str, System] = {s.name: s for s in [
@@ -80,7 +83,16 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     System("lexical+sparse", "LexicalReordering + sparse reordering features", "lexical", sparse=True),
     System("svm-S6+sparse", "External svm S6 + sparse reordering features", "external", "svm", "S6",
            sparse=True, base="svm-S6"),
+    # Tried to close the gap (issue 16): the classifier's lead is on reorderings the decoder
+    # reaches only with longer jumps (47% of held-out sentences have a word-level jump > 6),
+    # and beside the table rather than instead of it.
+    System("lexical-dl12", "LexicalReordering, distortion limit 12", "lexical", distortion_limit=12),
+    System("svm-S6-dl12", "External svm S6, distortion limit 12", "external", "svm", "S6",
+           base="svm-S6", distortion_limit=12, baseline="lexical-dl12"),
+    System("svm-S6+lexical", "External svm S6 beside LexicalReordering", "external", "svm", "S6",
+           base="svm-S6", with_lexical=True),
 ]}
+VARIANT_OF = {"svm-S6+sparse", "svm-S6-dl12", "svm-S6+lexical", "lexical-dl12"}   # not separate models
 METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
 METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
 SPARSE_TOP_WORDS = 50              # word lists of the sparse reordering features (Cherry 2013)
@@ -113,16 +125,20 @@ def plan(best: str) -> list[Job]:
         jobs += [h("lexical", "mert", k), h(best, "mert", k)]
     for k in (1, 2, 3):
         jobs += [t("lexical", "pro", k), t(best, "pro", k)]
+    probes = [("lexical-dl12", "svm-S6-dl12"), ("svm-S6+lexical",)]   # closing the gap: one MERT run each
+    jobs += [t(s, "mert", 1) for group in probes for s in group]
     for k in (1, 2, 3):
         jobs += [t("lexical", "mira", k), t(best, "mira", k)]
     jobs += [t("none", "mert", k) for k in (1, 2, 3)]
     jobs += [t(s, "mert", 1) for s in SYSTEMS if SYSTEMS[s].kind == "external" and s != best
-             and not SYSTEMS[s].sparse]
+             and s not in VARIANT_OF]
     jobs += [t("lexical+sparse", "mira", 1), t(f"{best}+sparse" if f"{best}+sparse" in SYSTEMS else
                                                 "svm-S6+sparse", "mira", 1)]
     for method in ("pro", "mira"):
         for k in (1, 2, 3):
             jobs += [h("lexical", method, k), h(best, method, k)]
+    jobs += [t(s, "mert", k) for k in (2, 3) for s in probes[0]]       # the probe pair, as the goal asks
+    jobs += [h(s, "mert", k) for k in (1, 2, 3) for s in probes[0]]
     return jobs
 
 
@@ -372,14 +388,14 @@ class Study:
             time.sleep(2)
 
     # ------------------------------------------------------------------- ini files
-    def reordering_line(self, system: System, table_line: str) -> str | None:
+    def reordering_line(self, system: System, table_line: str, name: str = "LexicalReordering0") -> str | None:
         """The reordering [feature] line of a system, from the filtered ini's table line."""
         if system.kind == "none":
             return None
         if system.kind == "lexical":
             line = table_line
         else:
-            line = (f"ExternalReordering name=LexicalReordering0 num-features=6 type={MOSES_TYPE} "
+            line = (f"ExternalReordering name={name} num-features=6 type={MOSES_TYPE} "
                     f"input-factor=0 output-factor=0 server={self.address} model={model_name(system)} "
                     f"version=1")
         if system.sparse:
@@ -399,8 +415,14 @@ class Study:
         if new is None:
             del features[idx]
             sections["weight"] = [l for l in sections["weight"] if not l.startswith("LexicalReordering0=")]
+        elif system.with_lexical:
+            features.insert(idx + 1, self.reordering_line(system, features[idx], name="ExternalReordering0"))
+            table_weights = next(l for l in sections["weight"] if l.startswith("LexicalReordering0="))
+            sections["weight"].append(table_weights.replace("LexicalReordering0=", "ExternalReordering0=", 1))
         else:
             features[idx] = new
+        if system.distortion_limit:
+            sections["distortion-limit"] = [str(system.distortion_limit)]
         if weights_from is not None:
             tuned = read_ini(weights_from)
             sections["weight"] = tuned["weight"]
@@ -670,15 +692,16 @@ def score_rows(study: Study, subset: str) -> tuple[list[dict], dict]:
                 outputs[(sname, method)] = [r["hyps"] for r in runs]
                 rows.append({"system": sname, "method": method, "runs": runs})
     for row in rows:
-        base = outputs.get(("lexical", row["method"]))
+        baseline = SYSTEMS[row["system"]].baseline
+        base = outputs.get((baseline, row["method"]))
         mine = outputs[(row["system"], row["method"])]
-        if row["system"] == "lexical" or base is None:
+        if row["system"] == baseline or base is None:
             continue
         n = min(len(base), len(mine))
         pooled_base = [h for run in base[:n] for h in run]
         pooled_mine = [h for run in mine[:n] for h in run]
         pooled_refs = refs * n
-        test = PairedTest([("lexical", pooled_base), (row["system"], pooled_mine)],
+        test = PairedTest([(baseline, pooled_base), (row["system"], pooled_mine)],
                           {"BLEU": BLEU(tokenize="none", force=True), "chrF": CHRF()},
                           [pooled_refs], test_type="bs", n_samples=1000)
         _, scores = test()
@@ -711,12 +734,12 @@ def table(study: Study, jobs: list[Job]) -> str:
             continue
         out.append(f"**{title}**: BLEU/chrF = sacrebleu (tokenize none, force; chrF defaults), mean ± "
                    "sample s.d. over runs (the runs' values); p = paired bootstrap (1000 resamples) "
-                   "against Lexical with the same tuner on the pooled outputs of the first n runs "
-                   "of each; s/sent = Moses's 'Translation took' summed / sentences (`-threads 1`, "
+                   "against the system's baseline (Lexical unless named; same tuner) on the pooled "
+                   "outputs of the first n runs of each; s/sent = Moses's 'Translation took' summed / sentences (`-threads 1`, "
                    "decodes run beside other jobs on a shared 2-core machine); s/sent alone = the "
                    "same, re-decoded with `--retime` (Lexical and the best External alternating, "
                    "nothing else of the study running; median over re-decodes, mean over runs)\n")
-        out.append("| system | tuner | runs | BLEU | chrF | Δ BLEU vs Lexical | p BLEU | p chrF | s/sent | "
+        out.append("| system | tuner | runs | BLEU | chrF | Δ BLEU vs baseline | p BLEU | p chrF | s/sent | "
                    "s/sent alone | tuning iterations |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         means = {(r["system"], r["method"]): statistics.mean(x["bleu"] for x in r["runs"]) for r in rows}
@@ -724,14 +747,18 @@ def table(study: Study, jobs: list[Job]) -> str:
             bleus = [x["bleu"] for x in r["runs"]]
             chrfs = [x["chrf"] for x in r["runs"]]
             secs = statistics.mean(x["sec_per_sent"] for x in r["runs"])
-            if r["system"] == "lexical":
-                lex_secs[(subset, r["method"])] = secs
-            base = means.get(("lexical", r["method"]))
-            delta = "" if base is None or r["system"] == "lexical" else f"{statistics.mean(bleus) - base:+.2f}"
+            baseline = SYSTEMS[r["system"]].baseline
+            own = r["system"] == baseline
+            if own:
+                lex_secs[(subset, r["system"], r["method"])] = secs
+            base = means.get((baseline, r["method"]))
+            delta = "" if base is None or own else f"{statistics.mean(bleus) - base:+.2f}"
+            if delta and baseline != "lexical":
+                delta += f" (vs {SYSTEMS[baseline].label})"
             p_b = f"{r['p_bleu']:.3f} (n={r['pooled_runs']})" if "p_bleu" in r else ""
             p_c = f"{r['p_chrf']:.3f}" if "p_chrf" in r else ""
-            ratio = lex_secs.get((subset, r["method"]))
-            s = f"{secs:.3f}" + (f" ({secs / ratio:.2f}x)" if ratio and r["system"] != "lexical" else "")
+            ratio = lex_secs.get((subset, baseline, r["method"]))
+            s = f"{secs:.3f}" + (f" ({secs / ratio:.2f}x)" if ratio and not own else "")
             quiet = [x["quiet_sec_per_sent"] for x in r["runs"] if x["quiet_sec_per_sent"] is not None]
             alone = ""
             if quiet:
