@@ -571,6 +571,41 @@ def retime_decodes(study: Study, jobs: list[Job], rounds: int) -> None:
                     study.retime(j)
 
 
+def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
+    """Re-decode the test set of finished runs (SYSTEM:METHODk) with their tuned weights and only
+    the distortion limit changed: a cheap look at whether a limit is worth tuning for. The
+    weights were tuned at the run's own limit, so these are not tuned results."""
+    from sacrebleu.metrics import BLEU
+
+    refs = lines_of(study.text("test", TGT))
+    bleu = BLEU(tokenize="none", force=True)
+    out = ["| run | " + " | ".join(f"limit {dl}" for dl in limits) + " |",
+           "|---|" + "---|" * len(limits)]
+    for spec in runs:
+        name, run = spec.split(":")
+        system, d = SYSTEMS[name], study.work / "runs" / name / run
+        study.prepare_system(system)
+        sweep = d / "sweep"
+        sweep.mkdir(exist_ok=True)
+        cells = []
+        for dl in limits:
+            hyp = sweep / f"test.dl{dl}.out"
+            if not hyp.is_file():
+                sections = read_ini(study.system_ini(system, "test", weights_from=d / "tuned.ini"))
+                sections["distortion-limit"] = [str(dl)]
+                ini = sweep / f"test.dl{dl}.ini"
+                write_ini(ini, sections)
+                tmp = sweep / f".test.dl{dl}.out"
+                with open(study.text("test", SRC), "rb") as fin, open(tmp, "wb") as fout, \
+                        open(sweep / f"test.dl{dl}.log", "wb") as ferr:
+                    study.run([study.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+                os.replace(tmp, hyp)
+            cells.append(f"{bleu.corpus_score(lines_of(hyp), [refs]).score:.2f}")
+            study.log(f"sweep {spec} limit {dl}: BLEU {cells[-1]}")
+        out.append(f"| {system.label}, {METHOD_LABEL[run.rstrip('0123456789')]} run {run[-1]} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def _console_script_is_ours(path: str) -> bool:
     """An installed moses-reorder-megam whose package resolves (an older editable install may not have it)."""
     try:
@@ -800,6 +835,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retime", type=int, metavar="ROUNDS",
                    help="only re-decode the finished test sets of Lexical and the best External, "
                         "alternating, ROUNDS times (run it on an otherwise idle machine)")
+    p.add_argument("--sweep-distortion", metavar="LIMITS",
+                   help="only re-decode the test set of --sweep-runs at these distortion limits (e.g. 6,9,12,16) "
+                        "with the runs' tuned weights and print BLEU")
+    p.add_argument("--sweep-runs", default="lexical:mert1,svm-S6:mert1",
+                   help="finished runs for --sweep-distortion, SYSTEM:METHODk (default lexical:mert1,svm-S6:mert1)")
     args = p.parse_args(argv)
 
     study = Study(args)
@@ -810,6 +850,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan:
         for j in jobs:
             print(f"{j.key:32} {'done' if study.finished(j) else 'tuned' if study.tuned(j) else '-'}")
+        return 0
+    if args.sweep_distortion:
+        try:
+            print(sweep_distortion(study, [int(x) for x in args.sweep_distortion.split(",")],
+                                   args.sweep_runs.split(",")))
+        finally:
+            study.stop_server()
         return 0
     if args.retime:
         try:
