@@ -92,7 +92,6 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     System("svm-S6+lexical", "External svm S6 beside LexicalReordering", "external", "svm", "S6",
            base="svm-S6", with_lexical=True),
 ]}
-VARIANT_OF = {"svm-S6+sparse", "svm-S6-dl12", "svm-S6+lexical", "lexical-dl12"}   # not separate models
 METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
 METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
 SPARSE_TOP_WORDS = 50              # word lists of the sparse reordering features (Cherry 2013)
@@ -131,7 +130,7 @@ def plan(best: str) -> list[Job]:
         jobs += [t("lexical", "mira", k), t(best, "mira", k)]
     jobs += [t("none", "mert", k) for k in (1, 2, 3)]
     jobs += [t(s, "mert", 1) for s in SYSTEMS if SYSTEMS[s].kind == "external" and s != best
-             and s not in VARIANT_OF]
+             and not SYSTEMS[s].base]      # variants of a model are probes, not other systems
     jobs += [t("lexical+sparse", "mira", 1), t(f"{best}+sparse" if f"{best}+sparse" in SYSTEMS else
                                                 "svm-S6+sparse", "mira", 1)]
     for method in ("pro", "mira"):
