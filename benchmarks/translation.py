@@ -514,13 +514,16 @@ class Study:
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
 
+    def moses(self, ini: Path, subset: str, out: Path, log: Path) -> float:
+        """Decode a subset's source side with one ini, one thread; returns wall seconds."""
+        with open(self.text(subset, SRC), "rb") as fin, open(out, "wb") as fout, open(log, "wb") as ferr:
+            return self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+
     def decode(self, job: Job, system: System, d: Path, subset: str) -> None:
         if (d / f"{subset}.json").is_file():
             return
         ini = self.system_ini(system, subset, weights_from=d / "tuned.ini")
-        with open(self.text(subset, SRC), "rb") as fin, open(d / f"{subset}.out", "wb") as fout, \
-                open(d / f"{subset}.log", "wb") as ferr:
-            secs = self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+        secs = self.moses(ini, subset, d / f"{subset}.out", d / f"{subset}.log")
         took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
                                              (d / f"{subset}.log").read_bytes())]
         n = sum(1 for _ in open(d / f"{subset}.out", encoding="utf-8"))
@@ -537,9 +540,7 @@ class Study:
         system, d = SYSTEMS[job.system], self.run_dir(job)
         self.prepare_system(system)
         ini = self.system_ini(system, "test", weights_from=d / "tuned.ini")
-        with open(self.text("test", SRC), "rb") as fin, open(d / "timing.out", "wb") as fout, \
-                open(d / "timing.log", "wb") as ferr:
-            wall = self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+        wall = self.moses(ini, "test", d / "timing.out", d / "timing.log")
         took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
                                              (d / "timing.log").read_bytes())]
         rpc = [float(x) for x in re.findall(rb"in one RPC, took ([0-9.]+) seconds", (d / "timing.log").read_bytes())]
@@ -615,9 +616,7 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
                 ini = sweep / f"test.dl{dl}.ini"
                 write_ini(ini, sections)
                 tmp = sweep / f".test.dl{dl}.out"
-                with open(study.text("test", SRC), "rb") as fin, open(tmp, "wb") as fout, \
-                        open(sweep / f"test.dl{dl}.log", "wb") as ferr:
-                    study.run([study.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+                study.moses(ini, "test", tmp, sweep / f"test.dl{dl}.log")
                 os.replace(tmp, hyp)
             cells.append(f"{bleu.corpus_score(lines_of(hyp), [refs]).score:.2f}")
             study.log(f"sweep {spec} limit {dl}: BLEU {cells[-1]}")
@@ -777,7 +776,7 @@ def fmt_runs(values: list[float]) -> str:
 
 def table(study: Study, jobs: list[Job]) -> str:
     out = []
-    lex_secs: dict[str, float] = {}
+    secs_of: dict[str, float] = {}
     lex_quiet: dict[str, float] = {}
     for subset, title in (("test", "ja-en test (500 sentences)"),
                           ("heldout", f"held-out last {study.heldout} pairs of train")):
@@ -803,14 +802,14 @@ def table(study: Study, jobs: list[Job]) -> str:
             secs = statistics.mean(x["sec_per_sent"] for x in r["runs"])
             baseline = SYSTEMS[r["system"]].baseline
             own = r["system"] == baseline
-            lex_secs[(subset, r["system"], r["method"])] = secs
+            secs_of[(subset, r["system"], r["method"])] = secs
             base = means.get((baseline, r["method"]))
             delta = "" if base is None or own else f"{statistics.mean(bleus) - base:+.2f}"
             if delta and baseline != "lexical":
                 delta += f" (vs {SYSTEMS[baseline].label})"
             p_b = f"{r['p_bleu']:.3f} (n={r['pooled_runs']})" if "p_bleu" in r else ""
             p_c = f"{r['p_chrf']:.3f}" if "p_chrf" in r else ""
-            ratio = lex_secs.get((subset, baseline, r["method"]))
+            ratio = secs_of.get((subset, baseline, r["method"]))
             s = f"{secs:.3f}" + (f" ({secs / ratio:.2f}x)" if ratio and not own else "")
             quiet = [x["quiet_sec_per_sent"] for x in r["runs"] if x["quiet_sec_per_sent"] is not None]
             alone = ""
