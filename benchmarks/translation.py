@@ -89,8 +89,9 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     System("lexical-dl12", "LexicalReordering, distortion limit 12", "lexical", distortion_limit=12),
     System("svm-S6-dl12", "External svm S6, distortion limit 12", "external", "svm", "S6",
            base="svm-S6", distortion_limit=12, baseline="lexical-dl12"),
-    System("svm-S6+lexical", "External svm S6 beside LexicalReordering", "external", "svm", "S6",
-           base="svm-S6", with_lexical=True),
+    System("svm-S6+lexical-dl12", "External svm S6 beside LexicalReordering, distortion limit 12",
+           "external", "svm", "S6", base="svm-S6", with_lexical=True, distortion_limit=12,
+           baseline="lexical-dl12"),
 ]}
 METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
 METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
@@ -124,7 +125,7 @@ def plan(best: str) -> list[Job]:
         jobs += [h("lexical", "mert", k), h(best, "mert", k)]
     for k in (1, 2, 3):
         jobs += [t("lexical", "pro", k), t(best, "pro", k)]
-    probes = [("lexical-dl12", "svm-S6-dl12"), ("svm-S6+lexical",)]   # closing the gap: one MERT run each
+    probes = [("lexical-dl12", "svm-S6-dl12"), ("svm-S6+lexical-dl12",)]   # closing the gap: one MERT run each
     jobs += [t(s, "mert", 1) for group in probes for s in group]
     for k in (1, 2, 3):
         jobs += [t("lexical", "mira", k), t(best, "mira", k)]
@@ -138,6 +139,7 @@ def plan(best: str) -> list[Job]:
             jobs += [h("lexical", method, k), h(best, method, k)]
     for k in (1, 2, 3):                     # the probe pair, as the goal asks (run 1 is above)
         jobs += ([t(s, "mert", k) for s in probes[0]] if k > 1 else []) + [h(s, "mert", k) for s in probes[0]]
+    jobs += [h(s, "mert", 1) for s in probes[1]]
     return jobs
 
 
@@ -514,7 +516,7 @@ class Study:
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
 
-    def moses(self, ini: Path, subset: str, out: Path, log: Path) -> float:
+    def translate(self, ini: Path, subset: str, out: Path, log: Path) -> float:
         """Decode a subset's source side with one ini, one thread; returns wall seconds."""
         with open(self.text(subset, SRC), "rb") as fin, open(out, "wb") as fout, open(log, "wb") as ferr:
             return self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
@@ -523,7 +525,7 @@ class Study:
         if (d / f"{subset}.json").is_file():
             return
         ini = self.system_ini(system, subset, weights_from=d / "tuned.ini")
-        secs = self.moses(ini, subset, d / f"{subset}.out", d / f"{subset}.log")
+        secs = self.translate(ini, subset, d / f"{subset}.out", d / f"{subset}.log")
         took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
                                              (d / f"{subset}.log").read_bytes())]
         n = sum(1 for _ in open(d / f"{subset}.out", encoding="utf-8"))
@@ -540,7 +542,7 @@ class Study:
         system, d = SYSTEMS[job.system], self.run_dir(job)
         self.prepare_system(system)
         ini = self.system_ini(system, "test", weights_from=d / "tuned.ini")
-        wall = self.moses(ini, "test", d / "timing.out", d / "timing.log")
+        wall = self.translate(ini, "test", d / "timing.out", d / "timing.log")
         took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
                                              (d / "timing.log").read_bytes())]
         rpc = [float(x) for x in re.findall(rb"in one RPC, took ([0-9.]+) seconds", (d / "timing.log").read_bytes())]
@@ -616,7 +618,7 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
                 ini = sweep / f"test.dl{dl}.ini"
                 write_ini(ini, sections)
                 tmp = sweep / f".test.dl{dl}.out"
-                study.moses(ini, "test", tmp, sweep / f"test.dl{dl}.log")
+                study.translate(ini, "test", tmp, sweep / f"test.dl{dl}.log")
                 os.replace(tmp, hyp)
             cells.append(f"{bleu.corpus_score(lines_of(hyp), [refs]).score:.2f}")
             study.log(f"sweep {spec} limit {dl}: BLEU {cells[-1]}")

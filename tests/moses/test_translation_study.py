@@ -80,7 +80,8 @@ def test_distortion_limit_probe_sets_the_limit_and_nothing_else(study):
 
 
 def test_beside_the_table_keeps_the_table_and_adds_its_own_weights(study):
-    both = ini(study, "svm-S6+lexical")
+    both = ini(study, "svm-S6+lexical-dl12")
+    assert both["distortion-limit"] == ["12"]
     reordering = [l for l in both["feature"] if "Reordering" in l]
     assert reordering[0].startswith("LexicalReordering name=LexicalReordering0")
     assert reordering[1].startswith("ExternalReordering name=ExternalReordering0 num-features=6")
@@ -96,3 +97,9 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
         if job.kind == "heldout":
             assert f"tune:{job.system}:{job.method}{job.run}" in keys[:i], job.key
     assert {j.system for j in jobs} == set(study_mod.SYSTEMS)
+
+
+def test_no_instance_attribute_hides_a_method(study):
+    # Session 8: an attribute named like the decode method made every decode fail at run time.
+    hidden = [name for name in vars(study) if callable(getattr(type(study), name, None))]
+    assert hidden == []
