@@ -46,6 +46,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))      # this checkout's server/ and training/, whatever is installed
+
+import numpy as np  # noqa: E402
+
+from training.corpus.pharaoh import parse_links  # noqa: E402
+from training.moses.distortion import longest_jumps  # noqa: E402
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "ja-en"
 DEFAULT_WORK = Path("/work/mt/ja-en")
 MOSES_TYPE = "hier-msd-bidirectional-fe"
@@ -573,23 +578,6 @@ def retime_decodes(study: Study, jobs: list[Job], rounds: int) -> None:
                     study.retime(j)
 
 
-def longest_jump(alignment: str) -> int:
-    """The longest source jump between consecutive aligned target words of one sentence pair
-    (Moses's distortion |start - previous end - 1| at the word level): a phrase-based decoder
-    with a smaller distortion limit cannot follow this sentence's word order with one-word phrases."""
-    by_target: dict[int, list[int]] = {}
-    for point in alignment.split():
-        i, j = point.split("-")
-        by_target.setdefault(int(j), []).append(int(i))
-    longest, previous_end = 0, None
-    for j in sorted(by_target):
-        start, end = min(by_target[j]), max(by_target[j])
-        if previous_end is not None:
-            longest = max(longest, abs(start - previous_end - 1))
-        previous_end = end
-    return longest
-
-
 def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
     """Re-decode the test set of finished runs (SYSTEM:METHODk) with their tuned weights and only
     the distortion limit changed: a cheap look at whether a limit is worth tuning for. The
@@ -600,9 +588,10 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
     bleu = BLEU(tokenize="none", force=True)
     out = ["| run | " + " | ".join(f"limit {dl}" for dl in limits) + " |",
            "|---|" + "---|" * len(limits)]
-    jumps = [longest_jump(a) for a in lines_of(study.corpus / "train.align")[-study.heldout:]]
+    heldout = "".join(line + "\n" for line in lines_of(study.corpus / "train.align")[-study.heldout:])
+    jumps = longest_jumps(*parse_links(heldout.encode("utf-8"), study.corpus / "train.align"))
     out.append(f"| held-out pairs whose word order needs a longer jump ({len(jumps)} pairs, gold alignment) | "
-               + " | ".join(f"{100 * sum(j > dl for j in jumps) / len(jumps):.1f}%" for dl in limits) + " |")
+               + " | ".join(f"{100 * np.mean(jumps > dl):.1f}%" for dl in limits) + " |")
     for spec in runs:
         name, run = spec.split(":")
         system, d = SYSTEMS[name], study.work / "runs" / name / run

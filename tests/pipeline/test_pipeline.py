@@ -12,6 +12,7 @@ from corpus_slice import write_corpus_slice
 
 from training.cli import main
 from training.modelfile.model import load_model
+from training.moses.distortion import jump_profile, limit_advice
 from training.api import run_pipeline
 from training.defaults import EMBEDDED_CORPUS, FEATURES
 from training.store.examples import ExampleStore
@@ -38,7 +39,11 @@ def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path,
     assert f"moses-reorder serve --models {out / 'models'} --port 50051" in printed
     assert printed.rstrip().endswith(
         "ExternalReordering name=LexicalReordering0 num-features=6 type=wbe-msd-bidirectional-fe "
-        "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-nb-map")
+        "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-nb-map\n"
+        "    [distortion-limit]\n    12\n" + limit_advice(jump_profile(small_corpus / "train.align")))
+    # and the report says the same: ja-en needs a longer distortion limit than Moses's default 6
+    assert "    [distortion-limit]\n    12\n" in report.read_text(encoding="utf-8")
+    assert "need a word jump longer than Moses's default distortion limit 6" in printed
 
     store = ExampleStore.open(out / "store")
     assert store.n_sentences == 600 and "wbe-msd" in store.models
@@ -65,9 +70,8 @@ def test_by_default_it_trains_the_best_measured_model(small_corpus, tmp_path, ca
     assert [p.name for p in (out / "models").iterdir()] == ["tanaka-600-svm"]
     model = load_model(out / "models" / "tanaka-600-svm" / "1" / "model.mrw")
     assert model.moses_type == "hier-msd-bidirectional-fe" and model.metadata["family"] == "svm"
-    assert printed.rstrip().endswith(
-        "ExternalReordering name=LexicalReordering0 num-features=6 type=hier-msd-bidirectional-fe "
-        "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-svm")
+    assert "ExternalReordering name=LexicalReordering0 num-features=6 type=hier-msd-bidirectional-fe " \
+           "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-svm\n" in printed
 
 
 def test_a_source_conditioned_type_builds_every_family(small_corpus, tmp_path):

@@ -77,6 +77,7 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     from training.eval.studies import run_experiment
     from training.families import FAMILIES, get_family
     from training.features.spec import FeatureSpec
+    from training.moses.distortion import jump_profile, limit_advice
     from training.moses.table import build_table
     from training.moses.types import MosesType
     from training.store.examples import ExampleStore
@@ -105,6 +106,8 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
             shutil.rmtree(created, ignore_errors=True)
         raise
 
+    jumps = jump_profile(files.align)
+    log(f"pipeline: {limit_advice(jumps)}")
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
     build_table(ExampleStore.open(store_dir), mtype, table, jobs=defaults.JOBS)
@@ -124,13 +127,15 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
            "sentences": store.n_sentences, "fingerprint": (store.meta.get("corpus") or {}).get("sha256", ""),
            "moses_type": str(mtype), "classes": list(mtype.classes), "directions": list(mtype.directions),
            "split": rows[0]["split"], "rows": rows, "models_root": str(models_root), "table": str(table),
-           "serve": serve_command}
+           "serve": serve_command, "distortion_limit": jumps.recommend(),
+           "distortion_advice": limit_advice(jumps)}
     report, report_path = write_reports(out, run, started)
     decoding = f"{name}-{rows[0]['family']}"   # the first family asked for: by default svm
     return {"rows": rows, "report": report, "report_path": str(report_path), "index": str(out / REPORT_INDEX),
             "models_root": str(models_root), "table": str(table), "store": str(store_dir),
             "decoding_model": decoding, "moses_ini_line": moses_feature_line(mtype, decoding),
-            "serve_command": serve_command}
+            "serve_command": serve_command, "distortion_limit": run["distortion_limit"],
+            "distortion_advice": run["distortion_advice"]}
 
 
 REPORT_INDEX = "report.md"

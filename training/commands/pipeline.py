@@ -30,6 +30,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"Decode with {result['decoding_model']}: start the server above, then in moses.ini")
     print("    [feature]")
     print(f"    {result['moses_ini_line']}")
+    print("    [distortion-limit]")
+    print(f"    {result['distortion_limit']}")
+    print(result["distortion_advice"])
     return 0
 
 

@@ -135,7 +135,8 @@ def pipeline_report(run: dict[str, Any]) -> str:
 
     run: started (ISO time), corpus, sentences, fingerprint, moses_type, classes, directions,
     heldout_fraction, split (evaluate's split dict), rows (run_experiment's, with
-    `directions` and `published`), models_root, table, serve (the command line).
+    `directions` and `published`), models_root, table, serve (the command line),
+    distortion_limit and distortion_advice (training.moses.distortion, from the alignments).
     """
     rows = run["rows"]
     families = [r["family"] for r in rows]
@@ -167,7 +168,9 @@ def pipeline_report(run: dict[str, Any]) -> str:
             "    [feature]",
             f"    ExternalReordering name=LexicalReordering0 num-features={len(run['classes']) * len(run['directions'])} "
             f"type={run['moses_type']} input-factor=0 output-factor=0 server=127.0.0.1:50051 "
-            f"model={Path(rows[0]['published']).parent.parent.name}", ""]
+            f"model={Path(rows[0]['published']).parent.parent.name}", "",
+            "    [distortion-limit]", f"    {run['distortion_limit']}", "",
+            run["distortion_advice"], ""]
     return "\n".join(out)
 
 
