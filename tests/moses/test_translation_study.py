@@ -21,8 +21,11 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture()
-def study(tmp_path):
+def study(tmp_path, embedded_dir):
     work = tmp_path / "work"
+    (work / "corpus").mkdir(parents=True)      # the sparse features' word lists come from train.*
+    for lang in ("ja", "en"):
+        (work / "corpus" / f"train.{lang}").write_bytes((embedded_dir / f"train.{lang}").read_bytes())
     (work / "filtered" / "dev").mkdir(parents=True)
     text = (DATA / "filtered.moses.ini").read_text(encoding="utf-8").replace("WORK", str(work))
     (work / "filtered" / "dev" / "moses.ini").write_text(text, encoding="utf-8")
@@ -50,13 +53,18 @@ def test_each_system_changes_only_its_reordering_lines(study):
     assert external["weight"] == lexical["weight"]          # same starting point for tuning
 
 
-def test_distortion_limit_probe_sets_the_limit_and_nothing_else(study):
-    for name, base in (("lexical-dl12", "lexical"), ("svm-S6-dl12", "svm-S6")):
-        probe, plain = ini(study, name), ini(study, base)
-        assert probe["distortion-limit"] == ["12"]
+def test_every_system_at_limit_12_changes_the_limit_and_nothing_else(study):
+    for plain_system in study_mod.AT_DEFAULT_LIMIT:
+        name = f"{plain_system.name}-dl12"
+        probe, plain = ini(study, name), ini(study, plain_system.name)
+        assert probe["distortion-limit"] == ["12"] and plain["distortion-limit"] == ["6"]
         assert {k: v for k, v in probe.items() if k != "distortion-limit"} == \
-               {k: v for k, v in plain.items() if k != "distortion-limit"}
-    assert study_mod.SYSTEMS["svm-S6-dl12"].baseline == "lexical-dl12"
+               {k: v for k, v in plain.items() if k != "distortion-limit"}, name
+        # the same served model; compared with Lexical at the same limit (Lexical: with Lexical at 6)
+        system = study_mod.SYSTEMS[name]
+        if system.kind == "external":
+            assert study_mod.model_name(system) == study_mod.model_name(plain_system)
+        assert system.baseline == ("lexical" if name == "lexical-dl12" else "lexical-dl12")
 
 
 def test_beside_the_table_keeps_the_table_and_adds_its_own_weights(study):
