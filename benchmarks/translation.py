@@ -25,14 +25,21 @@ What it does (issue 16), every step resumable from the state it left under --wor
     python3 benchmarks/translation.py --moses /work/moses/inst --work /work/mt/ja-en --jobs 2
     python3 benchmarks/translation.py --moses /work/moses/inst --work /work/mt/ja-en --table   # table only
 
+6. the record (benchmarks/translation-runs/, committed): every finished run's tuned
+   weights, decodes and timings. A new machine or work directory rebuilds the system and
+   restores the finished runs from it, so only unfinished runs are tuned again.
+
 Run from the repository root (its `training`/`server` packages are the ones used).
-The Moses build (with ExternalReordering installed by moses_ff/install.sh) and every
-work file stay outside the repository. It measures; it asserts nothing.
+The Moses build (with ExternalReordering installed by moses_ff/install.sh) and the work
+files stay outside the repository; only the record is kept in it. It measures; it
+asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
 import json
 import os
 import re
@@ -54,6 +61,7 @@ from training.corpus.pharaoh import parse_links  # noqa: E402
 from training.moses.distortion import longest_jumps  # noqa: E402
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "ja-en"
 DEFAULT_WORK = Path("/work/mt/ja-en")
+DEFAULT_RECORD = REPO / "benchmarks" / "translation-runs"
 MOSES_TYPE = "hier-msd-bidirectional-fe"
 SRC, TGT = "ja", "en"
 LM_ORDER = 5
@@ -178,6 +186,89 @@ def rest_of_plan(best: str, suffix: str, first_pro_run: int = 1) -> list[Job]:
     return jobs
 
 
+# --------------------------------------------------------------------------- the record
+
+class Record:
+    """The finished runs' results (tuned weights, outputs, timings), kept with the repository.
+
+    A tuning run costs an hour of a core, the system it tunes a few minutes: a study on a new
+    machine (or after its work directory is gone, as between sessions 8 and 9, which lost
+    every run) rebuilds the system and restores its finished runs from here instead of
+    tuning them again, and the table can always be recomputed from what was decoded. One
+    folder per corpus and held-out count, named by a digest of the corpus files, so runs of
+    different systems never mix; outputs gzipped (a 5,000-sentence decode is ~80 KB)."""
+
+    FILES = ("tune.json", "test.json", "test.out", "heldout.json", "heldout.out", "timing.json")
+    CORPUS_FILES = tuple(f"{subset}.{lang}" for subset in ("train", "dev", "test") for lang in (SRC, TGT)) \
+        + ("train.align",)
+
+    def __init__(self, root: Path, corpus: Path, heldout: int):
+        self.root, self.corpus, self.heldout = root, corpus, heldout
+        self._dir: Path | None = None
+
+    @property
+    def dir(self) -> Path:
+        if self._dir is None:
+            digest = hashlib.sha256()
+            for name in self.CORPUS_FILES:
+                digest.update(name.encode() + b"\0")
+                with open(self.corpus / name, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(chunk)
+            self._dir = self.root / f"{self.corpus.name}-{digest.hexdigest()[:12]}-heldout{self.heldout}"
+        return self._dir
+
+    def has(self, rel: str, name: str) -> bool:
+        return (self.dir / rel / self._stored(name)).is_file()
+
+    @staticmethod
+    def _stored(name: str) -> str:
+        return name + ".gz" if name.endswith(".out") else name
+
+    def save(self, run_dir: Path, rel: str) -> None:
+        """Copy what the run has finished into the record, each file atomically."""
+        dest = self.dir / rel
+        dest.mkdir(parents=True, exist_ok=True)
+        tuned = run_dir / "tuned.ini"
+        if tuned.is_file():
+            sections = read_ini(tuned)
+            kept = {"weight": sections["weight"]}
+            sparse = [Path(l) if Path(l).is_absolute() else run_dir / l
+                      for l in sections.get("weight-file", []) if l.strip()]
+            if sparse:
+                _atomic_write(dest / "sparse-weights", sparse[0].read_bytes())
+                kept["weight-file"] = ["sparse-weights"]
+            _atomic_write(dest / "weights.ini", _ini_text(kept).encode())
+        for name in self.FILES:
+            src = run_dir / name
+            if src.is_file():
+                data = src.read_bytes()
+                _atomic_write(dest / self._stored(name), gzip.compress(data, mtime=0) if name.endswith(".out")
+                              else data)
+
+    def restore(self, run_dir: Path, rel: str) -> bool:
+        """Fill a run directory from the record (only files it lacks); True if anything came back."""
+        src = self.dir / rel
+        if not (src / "weights.ini").is_file():
+            return False
+        run_dir.mkdir(parents=True, exist_ok=True)
+        restored = False
+        wanted = [("weights.ini", "tuned.ini"), ("sparse-weights", "sparse-weights")] + \
+            [(self._stored(n), n) for n in self.FILES]
+        for stored, name in wanted:
+            if (src / stored).is_file() and not (run_dir / name).is_file():
+                data = (src / stored).read_bytes()
+                _atomic_write(run_dir / name, gzip.decompress(data) if stored.endswith(".gz") else data)
+                restored = True
+        return restored
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 # --------------------------------------------------------------------------- helpers
 
 class Study:
@@ -195,6 +286,7 @@ class Study:
         self.server_lock = threading.Lock()
         self.server: subprocess.Popen | None = None
         self.log_file = self.work / "study.log"
+        self.record = Record(Path(args.record).resolve(), self.corpus, self.heldout) if args.record else None
 
     # -- logging and processes
     def log(self, message: str) -> None:
@@ -498,6 +590,19 @@ class Study:
     def run_dir(self, job: Job) -> Path:
         return self.work / "runs" / job.system / f"{job.method}{job.run}"
 
+    def restore_recorded(self, jobs: list[Job]) -> None:
+        """Bring the record's finished runs into WORK/runs (a new work directory tunes only what is not there)."""
+        if self.record is None:
+            return
+        restored = [j.key for j in jobs if not self.finished(j)
+                    and self.record.restore(self.run_dir(j), f"{j.system}/{j.method}{j.run}")]
+        if restored:
+            self.log(f"record: restored {len(restored)} finished jobs from {self.record.dir}")
+
+    def save_record(self, job: Job) -> None:
+        if self.record is not None:
+            self.record.save(self.run_dir(job), f"{job.system}/{job.method}{job.run}")
+
     def tuned(self, job: Job) -> bool:
         return (self.run_dir(job) / "tuned.ini").is_file()
 
@@ -528,6 +633,7 @@ class Study:
         else:
             self.filter_tables("heldout")
             self.decode(job, system, d, "heldout")
+        self.save_record(job)
 
     def tune(self, job: Job, system: System, d: Path) -> None:
         mert = d / "mert"
@@ -589,6 +695,7 @@ class Study:
                         "load": round(os.getloadavg()[0], 2), "same_output": same,
                         "at": time.strftime("%Y-%m-%d %H:%M:%S")})
         path.write_text(json.dumps(timings, indent=1) + "\n")
+        self.save_record(job)
         self.log(f"{job.key}: re-timed test decode {timings[-1]['sec_per_sent']:.4f} s/sent "
                  f"({timings[-1]['rpc_sec_per_sent']:.4f} in Score RPCs) "
                  f"(load {timings[-1]['load']}, same output: {same})")
@@ -667,16 +774,18 @@ def read_ini(path: Path) -> dict[str, list[str]]:
     return sections
 
 
-def write_ini(path: Path, sections: dict[str, list[str]]) -> None:
+def _ini_text(sections: dict[str, list[str]]) -> str:
     out = []
     for name, lines in sections.items():
         if name:
             out.append(f"[{name}]")
         out.extend(lines)
         out.append("")
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # two runs of one system
-    tmp.write_text("\n".join(out), encoding="utf-8")
-    os.replace(tmp, path)
+    return "\n".join(out)
+
+
+def write_ini(path: Path, sections: dict[str, list[str]]) -> None:
+    _atomic_write(path, _ini_text(sections).encode("utf-8"))    # two runs of one system write the same ini
 
 
 # --------------------------------------------------------------------------- scheduler
@@ -865,6 +974,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--best", default="svm-S6", choices=[s for s in SYSTEMS if SYSTEMS[s].kind == "external"
                                                         and not SYSTEMS[s].base],
                    help="the External system given Lexical's tuning budget (default svm-S6)")
+    p.add_argument("--record", default=str(DEFAULT_RECORD),
+                   help="where finished runs are kept and restored from (default benchmarks/translation-runs, "
+                        "committed); '' for none")
     p.add_argument("--port", type=int, default=50161, help="port of the scoring server (default 50161)")
     p.add_argument("--only", help="comma-separated job keys or prefixes to run (e.g. tune:lexical:mert1)")
     p.add_argument("--max-jobs", type=int, help="start at most this many jobs in this invocation")
@@ -885,6 +997,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
         jobs = [j for j in jobs if any(j.key.startswith(w) for w in wanted)]
+    study.prepare_corpus()                  # the table's references; the record's corpus
+    study.restore_recorded(plan(args.best))
     if args.plan:
         for j in jobs:
             print(f"{j.key:32} {'done' if study.finished(j) else 'tuned' if study.tuned(j) else '-'}")
@@ -903,7 +1017,6 @@ def main(argv: list[str] | None = None) -> int:
             study.stop_server()
     elif not args.table:
         try:
-            study.prepare_corpus()
             study.build_lm()
             study.build_tm()
             for subset in ("dev", "test"):

@@ -21,7 +21,25 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture()
-def study(tmp_path, embedded_dir):
+def corpus(tmp_path, embedded_dir) -> Path:
+    """A corpus as the study reads it: the embedded slice, its test set doubling as dev."""
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name in ("train.ja", "train.en", "train.align", "test.ja", "test.en"):
+        (d / name).write_bytes((embedded_dir / name).read_bytes())
+    for lang in ("ja", "en"):
+        (d / f"dev.{lang}").write_bytes((embedded_dir / f"test.{lang}").read_bytes())
+    return d
+
+
+def make_study(tmp_path: Path, work: Path, corpus: Path, record: Path | str = "") -> "study_mod.Study":
+    args = argparse.Namespace(moses=str(tmp_path / "moses"), corpus=str(corpus), work=str(work),
+                              heldout=500, port=50999, best="svm-S6", record=str(record))
+    return study_mod.Study(args)
+
+
+@pytest.fixture()
+def study(tmp_path, embedded_dir, corpus):
     work = tmp_path / "work"
     (work / "corpus").mkdir(parents=True)      # the sparse features' word lists come from train.*
     for lang in ("ja", "en"):
@@ -29,9 +47,7 @@ def study(tmp_path, embedded_dir):
     (work / "filtered" / "dev").mkdir(parents=True)
     text = (DATA / "filtered.moses.ini").read_text(encoding="utf-8").replace("WORK", str(work))
     (work / "filtered" / "dev" / "moses.ini").write_text(text, encoding="utf-8")
-    args = argparse.Namespace(moses=str(tmp_path / "moses"), corpus=str(tmp_path / "corpus"), work=str(work),
-                              heldout=5000, port=50999, best="svm-S6")
-    return study_mod.Study(args)
+    return make_study(tmp_path, work, corpus)
 
 
 def ini(study, name: str) -> dict[str, list[str]]:
@@ -91,3 +107,69 @@ def test_no_instance_attribute_hides_a_method(study):
     # Session 8: an attribute named like the decode method made every decode fail at run time.
     hidden = [name for name in vars(study) if callable(getattr(type(study), name, None))]
     assert hidden == []
+
+
+def finish_a_run(study, job) -> None:
+    """What a tuning run leaves: mert-moses.pl's tuned ini (sparse weights by absolute path), its test decode."""
+    d = study.run_dir(job)
+    (d / "mert").mkdir(parents=True)
+    (d / "mert" / "run4.sparse-weights").write_text("LexicalReordering0_phr-src-last-top50-は-0 0.0123\n",
+                                                    encoding="utf-8")
+    sections = study_mod.read_ini(study.filtered_ini("dev"))
+    sections["weight"] = [l.replace("0.3", "0.2718") for l in sections["weight"]]
+    sections["weight-file"] = [str(d / "mert" / "run4.sparse-weights")]
+    study_mod.write_ini(d / "tuned.ini", sections)
+    (d / "tune.json").write_text('{"seconds": 3600.0, "iterations": 4, "continued": false}\n')
+    hyps = [line.upper() for line in study.text("test", "en").read_text(encoding="utf-8").splitlines()]
+    (d / "test.out").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    (d / "test.json").write_text('{"wall_seconds": 60.0, "sentences": %d}\n' % len(hyps))
+
+
+def test_a_new_work_directory_restores_finished_runs_from_the_record(tmp_path, corpus, study):
+    record = tmp_path / "record"
+    study.record = study_mod.Record(record, study.corpus, study.heldout)
+    study.prepare_corpus()
+    job, later = study_mod.Job("tune", "lexical-dl12", "mert", 3), study_mod.Job("heldout", "lexical-dl12", "mert", 3)
+    finish_a_run(study, job)
+    study.save_record(job)
+    assert not any(p.suffix == ".out" for p in record.rglob("*"))        # outputs are kept gzipped
+    assert str(tmp_path) not in (study.record.dir / job.system / "mert3" / "weights.ini").read_text()
+
+    fresh = make_study(tmp_path, tmp_path / "new-work", corpus, record)
+    fresh.prepare_corpus()
+    assert not fresh.finished(job)
+    fresh.restore_recorded(study_mod.plan("svm-S6"))
+    assert fresh.finished(job) and fresh.tuned(job) and not fresh.finished(later)
+    assert fresh.ready(later)                                  # its held-out decode can run on this machine
+    for name in ("test.out", "test.json", "tune.json"):
+        assert (fresh.run_dir(job) / name).read_bytes() == (study.run_dir(job) / name).read_bytes(), name
+    # a decode on the new machine uses the recorded weights, sparse ones included
+    (fresh.work / "filtered" / "test").mkdir(parents=True)
+    (fresh.work / "filtered" / "test" / "moses.ini").write_text(
+        (DATA / "filtered.moses.ini").read_text(encoding="utf-8").replace("WORK", str(fresh.work)), encoding="utf-8")
+    system = study_mod.SYSTEMS[job.system]
+    decode_ini = study_mod.read_ini(fresh.system_ini(system, "test", weights_from=fresh.run_dir(job) / "tuned.ini"))
+    assert decode_ini["weight"] == study_mod.read_ini(study.run_dir(job) / "tuned.ini")["weight"]
+    assert any("0.2718" in l for l in decode_ini["weight"])
+    sparse = Path(decode_ini["weight-file"][0])
+    assert sparse.read_text(encoding="utf-8") == "LexicalReordering0_phr-src-last-top50-は-0 0.0123\n"
+    assert sparse.parent == fresh.run_dir(job)
+
+    # a later step of the same run (its held-out decode) adds to the record, keeps what was there
+    (fresh.run_dir(later) / "heldout.out").write_text("a\n", encoding="utf-8")
+    (fresh.run_dir(later) / "heldout.json").write_text("{}\n")
+    fresh.save_record(later)
+    third = make_study(tmp_path, tmp_path / "third-work", corpus, record)
+    third.prepare_corpus()
+    third.restore_recorded(study_mod.plan("svm-S6"))
+    assert third.finished(job) and third.finished(later)
+
+
+def test_the_record_keeps_each_corpus_apart(tmp_path, corpus):
+    root = tmp_path / "record"
+    one = study_mod.Record(root, corpus, 500)
+    assert study_mod.Record(root, corpus, 500).dir == one.dir
+    assert study_mod.Record(root, corpus, 1000).dir != one.dir
+    with open(corpus / "train.align", "a", encoding="utf-8") as fh:
+        fh.write("0-0\n")
+    assert study_mod.Record(root, corpus, 500).dir != one.dir
