@@ -101,6 +101,10 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
         if job.kind == "heldout":
             assert f"tune:{job.system}:{job.method}{job.run}" in keys[:i], job.key
     assert {j.system for j in jobs} == set(study_mod.SYSTEMS)
+    # ja-en needs the longer limit: its goal runs come first, the default limit's last
+    assert keys[:2] == ["tune:lexical-dl12:mert1", "tune:svm-S6-dl12:mert1"]
+    first_at_6 = next(i for i, j in enumerate(jobs) if not study_mod.SYSTEMS[j.system].distortion_limit)
+    assert all(not study_mod.SYSTEMS[j.system].distortion_limit for j in jobs[first_at_6:])
 
 
 def test_no_instance_attribute_hides_a_method(study):
