@@ -991,6 +991,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-runs", default="lexical:mert1,svm-S6:mert1",
                    help="finished runs for --sweep-distortion, SYSTEM:METHODk (default lexical:mert1,svm-S6:mert1)")
     args = p.parse_args(argv)
+    try:                    # before hours of tuning, not at the table at their end (session 9)
+        import sacrebleu  # noqa: F401
+    except ImportError:
+        p.error("the table needs sacrebleu: pip install -e '.[mt]'")
 
     study = Study(args)
     jobs = plan(args.best)
