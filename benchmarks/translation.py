@@ -597,7 +597,7 @@ class Study:
         restored = [j.key for j in jobs if not self.finished(j)
                     and self.record.restore(self.run_dir(j), f"{j.system}/{j.method}{j.run}")]
         if restored:
-            self.log(f"record: restored {len(restored)} finished jobs from {self.record.dir}")
+            self.log(f"record: restored {len(restored)} runs (their decodes with them) from {self.record.dir}")
 
     def save_record(self, job: Job) -> None:
         if self.record is not None:
