@@ -653,7 +653,8 @@ class Study:
             secs = self.run(cmd, cwd=d, stdout=log, stderr=log)
         iterations = len(list(mert.glob("run*.moses.ini")))
         shutil.copyfile(mert / "moses.ini", d / "tuned.ini")
-        info = {"seconds": round(secs, 1), "iterations": iterations, "continued": cont}
+        info = {"seconds": round(secs, 1), "iterations": iterations, "continued": cont,
+                **dev_bleu(mert, self.text("dev", TGT))}
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
 
@@ -841,6 +842,22 @@ def run_jobs(study: Study, jobs: list[Job], n_workers: int, max_jobs: int | None
 
 # --------------------------------------------------------------------------- table
 
+def dev_bleu(mert: Path, refs: Path) -> dict[str, float | int]:
+    """BLEU of the tuner's last dev decode (mert-moses.pl's run<N>.out, decoded with the weights
+    of iteration N-1, the tuned weights but for the last step): what the system reached on the
+    set it was tuned on, to set beside test and held-out (a dev gain that does not carry over
+    is the tuner fitting 500 sentences). Empty when the tuner left no decode."""
+    from sacrebleu.metrics import BLEU
+
+    runs = sorted((int(m.group(1)), f) for f in mert.glob("run*.out")
+                  if (m := re.fullmatch(r"run(\d+)\.out", f.name)))
+    if not runs:
+        return {}
+    last, out = runs[-1]
+    score = BLEU(tokenize="none", force=True).corpus_score(lines_of(out), [lines_of(refs)]).score
+    return {"dev_bleu": round(score, 2), "dev_iteration": last}
+
+
 def lines_of(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
@@ -870,7 +887,8 @@ def score_rows(study: Study, subset: str) -> tuple[list[dict], dict]:
                                  if timing else None,
                                  "chrf": chrf.corpus_score(hyps, [refs]).score,
                                  "sec_per_sent": info["decode_seconds"] / max(1, info["timed_sentences"]),
-                                 "iterations": tune.get("iterations"), "tune_min": tune.get("seconds", 0) / 60})
+                                 "iterations": tune.get("iterations"), "tune_min": tune.get("seconds", 0) / 60,
+                                 "dev_bleu": tune.get("dev_bleu")})
             if runs:
                 outputs[(sname, method)] = [r["hyps"] for r in runs]
                 rows.append({"system": sname, "method": method, "runs": runs})
@@ -921,10 +939,11 @@ def table(study: Study, jobs: list[Job]) -> str:
                    "outputs of the first n runs of each; s/sent = Moses's 'Translation took' summed / sentences (`-threads 1`, "
                    "decodes run beside other jobs on a shared 2-core machine); s/sent alone = the "
                    "same, re-decoded with `--retime` (Lexical and the best External alternating, "
-                   "nothing else of the study running; median over re-decodes, mean over runs)\n")
+                   "nothing else of the study running; median over re-decodes, mean over runs); dev BLEU = "
+                   "the same BLEU of the tuner's last decode of the dev set it tuned on\n")
         out.append("| system | tuner | runs | BLEU | chrF | Δ BLEU vs baseline | p BLEU | p chrF | s/sent | "
-                   "s/sent alone | tuning iterations |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                   "s/sent alone | tuning iterations | dev BLEU |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         means = {(r["system"], r["method"]): statistics.mean(x["bleu"] for x in r["runs"]) for r in rows}
         for r in rows:
             bleus = [x["bleu"] for x in r["runs"]]
@@ -951,8 +970,11 @@ def table(study: Study, jobs: list[Job]) -> str:
                 alone = f"{qsecs:.3f}" + (f" ({qsecs / qbase:.2f}x)" if qbase and r["system"] != "lexical"
                                           else "") + (f" (n={len(quiet)})" if len(quiet) < len(r["runs"]) else "")
             its = "/".join(str(x["iterations"]) for x in r["runs"] if x["iterations"] is not None)
+            devs = [x["dev_bleu"] for x in r["runs"] if x["dev_bleu"] is not None]
+            dev = fmt_runs(devs) + (f" (n={len(devs)})" if len(devs) < len(r["runs"]) else "") if devs else ""
             out.append(f"| {SYSTEMS[r['system']].label} | {METHOD_LABEL[r['method']]} | {len(r['runs'])} | "
-                       f"{fmt_runs(bleus)} | {fmt_runs(chrfs)} | {delta} | {p_b} | {p_c} | {s} | {alone} | {its} |")
+                       f"{fmt_runs(bleus)} | {fmt_runs(chrfs)} | {delta} | {p_b} | {p_c} | {s} | {alone} | {its} | "
+                       f"{dev} |")
         out.append("")
     remaining = [j for j in jobs if not study.finished(j)]
     if remaining:

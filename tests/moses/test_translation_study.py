@@ -177,3 +177,20 @@ def test_the_record_keeps_each_corpus_apart(tmp_path, corpus):
     with open(corpus / "train.align", "a", encoding="utf-8") as fh:
         fh.write("0-0\n")
     assert study_mod.Record(root, corpus, 500).dir != one.dir
+
+
+def test_dev_bleu_scores_the_tuners_last_dev_decode(tmp_path, corpus):
+    """run10 is the last decode, not run9 (numeric order), and it is scored against dev's references."""
+    pytest.importorskip("sacrebleu")
+    refs = corpus / "dev.en"
+    lines = refs.read_text(encoding="utf-8").splitlines()
+    mert = tmp_path / "mert"
+    mert.mkdir()
+    assert study_mod.dev_bleu(mert, refs) == {}
+    (mert / "run9.out").write_text("\n".join(reversed(lines)) + "\n", encoding="utf-8")
+    (mert / "run10.out").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (mert / "run10.out.gz").write_bytes(b"")            # not a decode
+    assert study_mod.dev_bleu(mert, refs) == {"dev_bleu": 100.0, "dev_iteration": 10}
+    (mert / "run11.out").write_text("\n".join(reversed(lines)) + "\n", encoding="utf-8")
+    got = study_mod.dev_bleu(mert, refs)
+    assert got["dev_iteration"] == 11 and got["dev_bleu"] < 10
