@@ -105,6 +105,12 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
     assert keys[:2] == ["tune:lexical-dl12:mert1", "tune:svm-S6-dl12:mert1"]
     first_at_6 = next(i for i, j in enumerate(jobs) if not study_mod.SYSTEMS[j.system].distortion_limit)
     assert all(not study_mod.SYSTEMS[j.system].distortion_limit for j in jobs[first_at_6:])
+    # the probe beside the table gets the goal's 3 MERT runs and held-out decodes right after the goal runs
+    beside = [i for i, j in enumerate(jobs) if j.system == study_mod.BESIDE]
+    assert [keys[i] for i in beside] == [f"{kind}:{study_mod.BESIDE}:mert{k}" for k in (1, 2, 3)
+                                         for kind in ("tune", "heldout")]
+    goal = [i for i, j in enumerate(jobs) if j.method == "mert" and j.system in ("lexical-dl12", "svm-S6-dl12")]
+    assert beside == list(range(len(goal), len(goal) + 6))
 
 
 def test_no_instance_attribute_hides_a_method(study):
@@ -167,6 +173,23 @@ def test_a_new_work_directory_restores_finished_runs_from_the_record(tmp_path, c
     third.prepare_corpus()
     third.restore_recorded(study_mod.plan("svm-S6"))
     assert third.finished(job) and third.finished(later)
+
+
+def test_retime_pairs_each_run_with_its_baselines_run_of_the_same_tuner(tmp_path, corpus):
+    study = make_study(tmp_path, tmp_path / "work", corpus)
+    study.prepare_corpus()
+    J = study_mod.Job
+    for job in (J("tune", "lexical-dl12", "mert", 1), J("tune", "svm-S6-dl12", "mert", 1),
+                J("tune", study_mod.BESIDE, "mert", 1), J("tune", "svm-S6-dl12", "mert", 2),
+                J("tune", "lexical-dl12", "pro", 1)):
+        (study.work / "filtered" / "dev").mkdir(parents=True, exist_ok=True)
+        (study.work / "filtered" / "dev" / "moses.ini").write_text(
+            (DATA / "filtered.moses.ini").read_text(encoding="utf-8").replace("WORK", str(study.work)), encoding="utf-8")
+        finish_a_run(study, job)
+    pairs = study_mod.retime_pairs(study, study_mod.plan("svm-S6"), ["svm-S6-dl12", study_mod.BESIDE])
+    lexical1 = J("tune", "lexical-dl12", "mert", 1)
+    # svm-S6-dl12 mert2 has no Lexical run 2 to set beside it; Lexical's PRO run is no MERT baseline
+    assert pairs == [(lexical1, J("tune", "svm-S6-dl12", "mert", 1)), (lexical1, J("tune", study_mod.BESIDE, "mert", 1))]
 
 
 def test_the_record_keeps_each_corpus_apart(tmp_path, corpus):
