@@ -118,15 +118,15 @@ def at_limit(system: System, limit: int = LIMIT) -> System:
                    distortion_limit=limit, baseline=baseline)
 
 
+BESIDE = f"svm-S6+lexical-dl{LIMIT}"   # the probe: the classifier's six scores beside the table's
 SYSTEMS: dict[str, System] = {s.name: s for s in [
     *AT_DEFAULT_LIMIT,
     *(at_limit(s) for s in AT_DEFAULT_LIMIT),
     # Tried to close the gap (issue 16): the classifier's six scores beside the table's.
-    System("svm-S6+lexical-dl12", "External svm S6 beside LexicalReordering, distortion limit 12",
+    System(BESIDE, "External svm S6 beside LexicalReordering, distortion limit 12",
            "external", "svm", "S6", base="svm-S6", with_lexical=True, distortion_limit=LIMIT,
            baseline="lexical-dl12"),
 ]}
-BESIDE = f"svm-S6+lexical-dl{LIMIT}"
 METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
 METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
 SPARSE_TOP_WORDS = 50              # word lists of the sparse reordering features (Cherry 2013)
@@ -1035,6 +1035,12 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         p.error("the table needs sacrebleu: pip install -e '.[mt]'")
 
+    retime_systems = (args.retime_systems.split(",") if args.retime_systems
+                      else [f"{args.best}-dl{LIMIT}", BESIDE])
+    unknown = [n for n in retime_systems if n not in SYSTEMS]
+    if unknown:
+        p.error(f"--retime-systems: no system named {', '.join(unknown)}")
+
     study = Study(args)
     jobs = plan(args.best)
     if args.only:
@@ -1055,12 +1061,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.retime:
         try:
-            systems = (args.retime_systems.split(",") if args.retime_systems
-                       else [f"{args.best}-dl{LIMIT}", BESIDE])
-            unknown = [n for n in systems if n not in SYSTEMS]
-            if unknown:
-                p.error(f"--retime-systems: no system named {', '.join(unknown)}")
-            retime_decodes(study, jobs, args.retime, systems)
+            retime_decodes(study, jobs, args.retime, retime_systems)
         finally:
             study.stop_server()
     elif not args.table:

@@ -178,13 +178,13 @@ def test_a_new_work_directory_restores_finished_runs_from_the_record(tmp_path, c
 def test_retime_pairs_each_run_with_its_baselines_run_of_the_same_tuner(tmp_path, corpus):
     study = make_study(tmp_path, tmp_path / "work", corpus)
     study.prepare_corpus()
+    (study.work / "filtered" / "dev").mkdir(parents=True)
+    (study.work / "filtered" / "dev" / "moses.ini").write_text(
+        (DATA / "filtered.moses.ini").read_text(encoding="utf-8").replace("WORK", str(study.work)), encoding="utf-8")
     J = study_mod.Job
     for job in (J("tune", "lexical-dl12", "mert", 1), J("tune", "svm-S6-dl12", "mert", 1),
                 J("tune", study_mod.BESIDE, "mert", 1), J("tune", "svm-S6-dl12", "mert", 2),
                 J("tune", "lexical-dl12", "pro", 1)):
-        (study.work / "filtered" / "dev").mkdir(parents=True, exist_ok=True)
-        (study.work / "filtered" / "dev" / "moses.ini").write_text(
-            (DATA / "filtered.moses.ini").read_text(encoding="utf-8").replace("WORK", str(study.work)), encoding="utf-8")
         finish_a_run(study, job)
     pairs = study_mod.retime_pairs(study, study_mod.plan("svm-S6"), ["svm-S6-dl12", study_mod.BESIDE])
     lexical1 = J("tune", "lexical-dl12", "mert", 1)
