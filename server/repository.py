@@ -190,6 +190,7 @@ class ModelRepository:
             raise InputError("model repository root is not a directory (--models)", self.root)
         self._snapshots: dict[str, ModelSnapshot] = {}
         self._scan_lock = threading.Lock()
+        self._announce: list[dict] = []  # version_loaded events of the scan under way (held under the lock)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._poller: threading.Thread | None = None
@@ -215,6 +216,7 @@ class ModelRepository:
             if not self.root.is_dir():
                 log_event(logging.ERROR, "repository_root_missing", root=str(self.root))
                 return self.snapshots()
+            self._announce.clear()
             on_disk = model_dirs(self.root)
             if name is not None:
                 if name not in on_disk:
@@ -226,9 +228,11 @@ class ModelRepository:
             changed: list[tuple[str, ModelSnapshot | None]] = []
             for model_name in names:
                 before = updated.get(model_name)
+                announced = len(self._announce)
                 try:
                     after = self._scan_one(model_name, on_disk[model_name], before)
                 except OSError as exc:  # e.g. the directory vanished mid-scan: next scan decides
+                    del self._announce[announced:]  # nothing of this model's scan is published
                     log_event(logging.WARNING, "model_scan_failed", model=model_name, error=str(exc))
                     if before is None:
                         continue
@@ -245,6 +249,9 @@ class ModelRepository:
             for model_name, snapshot in changed:
                 for listener in self.listeners:
                     listener(model_name, snapshot)
+            for fields in self._announce:  # requests, health and metrics see them now: the log never runs ahead
+                log_event(logging.INFO, "version_loaded", **fields)
+            self._announce.clear()
             return [updated[n] for n in names if n in updated]
 
     def _scan_one(self, name: str, name_dir: Path, before: ModelSnapshot | None) -> ModelSnapshot:
@@ -327,8 +334,8 @@ class ModelRepository:
             if self.on_failure is not None:
                 self.on_failure(name, version, detail)
             return VersionRecord(version, FAILED, self._public(exc, path), signature, detail), None
-        log_event(logging.INFO, "version_loaded", model=name, version=version, path=str(path),
-                  moses_type=served.schema.moses_type, family=served.family, sha256=served.model.sha256)
+        self._announce.append(dict(model=name, version=version, path=str(path), moses_type=served.schema.moses_type,
+                                   family=served.family, sha256=served.model.sha256))
         return VersionRecord(version, LOADED, "", signature), served
 
     def _check_loaded(self, name: str, version: int, version_dir: Path, record: VersionRecord) -> VersionRecord:
