@@ -111,6 +111,10 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
                                          for kind in ("tune", "heldout")]
     goal = [i for i, j in enumerate(jobs) if j.method == "mert" and j.system in ("lexical-dl12", "svm-S6-dl12")]
     assert beside == list(range(len(goal), len(goal) + 6))
+    # each of PRO and batch-MIRA: its 3 runs of the pair, then their held-out decodes, then the next tuner
+    after = [j.key for j in jobs[beside[-1] + 1:] if j.method in ("pro", "mira") and j.system in ("lexical-dl12", "svm-S6-dl12")]
+    assert after == [f"{kind}:{system}-dl12:{method}{k}" for method in ("pro", "mira") for kind in ("tune", "heldout")
+                     for k in (1, 2, 3) for system in ("lexical", "svm-S6")]
 
 
 def test_no_instance_attribute_hides_a_method(study):
