@@ -39,8 +39,8 @@ def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path,
     assert f"moses-reorder serve --models {out / 'models'} --port 50051" in printed
     assert printed.rstrip().endswith(
         "ExternalReordering name=LexicalReordering0 num-features=6 type=wbe-msd-bidirectional-fe "
-        "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-nb-map\n"
-        "    [distortion-limit]\n    12\n" + limit_advice(jump_profile(small_corpus / "train.align")))
+        "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-nb-map\n\n"
+        "    [distortion-limit]\n    12\n\n" + limit_advice(jump_profile(small_corpus / "train.align")))
     # and the report says the same: ja-en needs a longer distortion limit than Moses's default 6
     assert "    [distortion-limit]\n    12\n" in report.read_text(encoding="utf-8")
     assert "need a word jump longer than Moses's default distortion limit 6" in printed
@@ -65,13 +65,19 @@ def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path,
 def test_by_default_it_trains_the_best_measured_model(small_corpus, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["pipeline", "--corpus", str(small_corpus), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "| svm | S6 |" in printed
-    assert [p.name for p in (out / "models").iterdir()] == ["tanaka-600-svm"]
+    captured = capsys.readouterr()
+    printed = captured.out
+    # the best measured model, and Moses's own table beside it as the baseline row
+    assert "| svm | S6 |" in printed and "| lexical (baseline: Moses's own) |" in printed
+    assert sorted(p.name for p in (out / "models").iterdir()) == ["tanaka-600-lexical", "tanaka-600-svm"]
     model = load_model(out / "models" / "tanaka-600-svm" / "1" / "model.mrw")
     assert model.moses_type == "hier-msd-bidirectional-fe" and model.metadata["family"] == "svm"
-    assert "ExternalReordering name=LexicalReordering0 num-features=6 type=hier-msd-bidirectional-fe " \
-           "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-svm\n" in printed
+    # the moses.ini line decodes with the classifier, not the baseline, and is printed once
+    line = ("ExternalReordering name=LexicalReordering0 num-features=6 type=hier-msd-bidirectional-fe "
+            "input-factor=0 output-factor=0 server=127.0.0.1:50051 model=tanaka-600-svm\n")
+    assert printed.count(line) == 1 and printed.count("moses-reorder serve --models") == 1
+    [report] = (out / "reports").glob("report-*.md")
+    assert f"pipeline: report -> {report}" in captured.err
 
 
 def test_a_source_conditioned_type_builds_every_family(small_corpus, tmp_path):

@@ -21,18 +21,10 @@ def run(args: argparse.Namespace) -> int:
                           moses_type=args.type, features=args.features, families=families, name=args.name,
                           max_phrase_length=args.max_phrase_length, heldout_fraction=args.heldout_fraction,
                           log=lambda line: print(line, file=sys.stderr), progress=not args.quiet)
+    # The report ends with what decoding needs (serve command, moses.ini line, distortion
+    # limit); it is printed once, and where it is kept goes to stderr with the stage lines.
+    print(f"pipeline: report -> {result['report_path']} (every run: {result['index']})", file=sys.stderr)
     print(result["report"])
-    print(f"Models:      {result['models_root']}/<name>/<version>/model.mrw")
-    for row in result["rows"]:
-        print(f"             {row['published']}")
-    print(f"Moses table: {result['table']}")
-    print(f"Serve them:  {result['serve_command']}")
-    print(f"Decode with {result['decoding_model']}: start the server above, then in moses.ini")
-    print("    [feature]")
-    print(f"    {result['moses_ini_line']}")
-    print("    [distortion-limit]")
-    print(f"    {result['distortion_limit']}")
-    print(result["distortion_advice"])
     return 0
 
 
@@ -54,8 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="feature set of the families without their own, S1..S15 or a combination "
                         "(default %(default)s)")
     p.add_argument("--families",
-                   help=f"comma-separated families, or all (default: {','.join(defaults.PIPELINE_FAMILIES)}, "
-                        "the best measured on ja-en)")
+                   help=f"comma-separated families, or all; the first is the one the printed moses.ini line "
+                        f"decodes with (default: {','.join(defaults.PIPELINE_FAMILIES)}: the best measured on "
+                        "ja-en and Moses's own table as the baseline row)")
     p.add_argument("--name", help="model name prefix in the repository (default: the corpus directory's name)")
     p.add_argument("--max-phrase-length", type=whole_number(1), default=defaults.MAX_PHRASE_LENGTH,
                    help="maximum phrase length (default %(default)s)")
