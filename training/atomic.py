@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +69,43 @@ def write_json_atomic(path: str | os.PathLike, data: object) -> None:
     import json
 
     write_bytes_atomic(path, json.dumps(data, indent=2).encode())
+
+
+def make_parents(path: str | os.PathLike) -> Path | None:
+    """Create the missing directories above `path`; return the topmost one made (None when
+    none was missing), for `remove_made` to undo after a failed write.
+
+    Why: `--out work/store` on a fresh checkout should work as `mkdir -p` would, and a run
+    that fails after making them must still leave nothing behind.
+    """
+    from training.errors import InputError
+
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    topmost = None
+    for directory in (parent, *parent.parents):
+        if os.path.lexists(directory):
+            break
+        topmost = directory
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:          # a file in the way, no permission
+        raise InputError(f"cannot create the directory: {exc.strerror}", parent) from exc
+    return topmost
+
+
+def remove_made(topmost: Path | None) -> None:
+    """Remove what `make_parents` made (nothing when it made nothing)."""
+    if topmost is not None:
+        shutil.rmtree(topmost, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def parents_for(path: str | os.PathLike) -> Iterator[None]:
+    """The directories above `path` exist inside the block; those it had to make are removed
+    again when the block fails."""
+    topmost = make_parents(path)
+    try:
+        yield
+    except BaseException:
+        remove_made(topmost)
+        raise

@@ -98,6 +98,14 @@ def test_lexical_command_writes_moses_table(small_chunks, tmp_path):
     assert main(["lexical", "--store", str(small_chunks.path), "--model", "phrase-msd-backward-fe",
                  "--out", str(tmp_path / "x"), "--quiet"]) == 3
     assert not (tmp_path / "x").exists()
+    # --out in directories that do not exist yet: made, and removed again by a refused run
+    deep = tmp_path / "new" / "dir" / "rt.gz"
+    assert main(["lexical", "--store", str(small_chunks.path), "--model", "hier-msd-bidirectional-fe",
+                 "--out", str(deep), "--quiet"]) == 0
+    assert gzip.decompress(deep.read_bytes()) == gzip.decompress(out.read_bytes())
+    assert main(["lexical", "--store", str(small_chunks.path), "--model", "phrase-msd-backward-fe",
+                 "--out", str(tmp_path / "other" / "rt.gz"), "--quiet"]) == 3
+    assert not (tmp_path / "other").exists()
 
 
 def test_store_json_is_plain_json(small_chunks):

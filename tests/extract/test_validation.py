@@ -50,6 +50,21 @@ def test_bad_corpus_names_file_and_line(tmp_path, capsys, override, side, line, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.align", "c.src", "c.tgt"]
 
 
+def test_out_in_new_directories_is_made_and_a_refused_run_removes_them(tmp_path, capsys):
+    files = write(tmp_path)
+    out = tmp_path / "work" / "deep" / "store"          # `mkdir -p` is not needed first
+    assert run_extract(files, out) == 0
+    assert (out / "store.json").is_file()
+    (tmp_path / "bad").mkdir()
+    bad = write(tmp_path / "bad", align="0-0 2-1\n")
+    assert run_extract(bad, tmp_path / "new" / "deeper" / "store") == 3
+    assert "has 1 lines" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "c.align", "c.src", "c.tgt", "work"]
+    # a file where a directory must go is named
+    assert run_extract(files, files["src"] / "store") == 3
+    assert f"{files['src']}: cannot create the directory" in capsys.readouterr().err
+
+
 def test_over_long_sentence(tmp_path):
     files = write(tmp_path)
     with pytest.raises(InputError, match=r"c.src:1: sentence has 3 tokens, more than --max-sentence-length 2"):

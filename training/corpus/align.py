@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from training.atomic import write_bytes_atomic
+from training.atomic import parents_for, write_bytes_atomic
 from training.errors import InputError, MosesReorderError
 from training.corpus.pharaoh import format_links, parse_links
 from training.corpus.reading import decode_utf8
@@ -153,10 +153,14 @@ def align_corpus(src: str | os.PathLike, tgt: str | os.PathLike, out: str | os.P
     """
     report = report or (lambda message: None)
     out = Path(out)
-    if not out.parent.is_dir():  # say so now, not after a long alignment
-        raise InputError(f"cannot write the alignment: directory {out.parent} does not exist", out)
     if out.is_dir():
         raise InputError("is a directory; --out names the alignment file to write", out)
+    with parents_for(out):          # made now (a file in the way is said now, not after a long alignment)
+        return _align_to(out, src, tgt, method, n_samplers, threads, verbose, report)
+
+
+def _align_to(out: Path, src, tgt, method: str, n_samplers: int, threads: int | None, verbose: bool,
+              report: Callable[[str], None]) -> int:
     source, target = read_parallel(src, tgt)
     report(f"aligning {len(source.lines)} sentence pairs with eflomal in both directions "
            f"({n_samplers} samplers)")

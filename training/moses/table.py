@@ -35,7 +35,7 @@ import numba as nb
 import numpy as np
 
 from training.features import templates as features
-from training.atomic import atomic_writer
+from training.atomic import atomic_writer, parents_for
 from training.features.batch import PairBatch
 from training.errors import InputError
 from training.features.hashing import combine, finalize, hash_string
@@ -494,12 +494,16 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
     beside `out` (on a cluster: a directory every worker sees)."""
     if not smoothing >= 0:
         raise InputError(f"--smoothing must be a non-negative number, got {smoothing}")
-    out = Path(out)
-    if not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise InputError("directory does not exist", out.parent)
     for direction in moses_type.directions:
         label_source(store, moses_type, direction)
     _check_token_hashes(store)
+    out = Path(out)
+    with parents_for(out):
+        return _build_table(store, moses_type, out, smoothing, jobs, scheduler, memory, partitions)
+
+
+def _build_table(store, moses_type: MosesType, out: Path, smoothing: float, jobs: int | None,
+                 scheduler: str | None, memory: str | int, partitions: int | None) -> TableSummary:
     cores = resolve_jobs(jobs)
     jobs = jobs_that_pay(cores, store.n_examples, WORKER_EXAMPLES, scheduler)  # threads cost nothing to start
     per_task = max(parse_memory(memory) // (8 * jobs), 1)  # an eighth: peak stays flat well below it

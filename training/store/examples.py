@@ -29,7 +29,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from training.atomic import fsync_directory
+from training.atomic import fsync_directory, make_parents, remove_made
 from training.features.batch import PairBatch
 from training.errors import InputError
 from training.features.hashing import hash_tokens
@@ -66,8 +66,7 @@ class StoreWriter:
         if self.out.exists():
             raise InputError("output already exists; choose a new --out or remove it", self.out)
         parent = self.out.parent if str(self.out.parent) else Path(".")
-        if not parent.is_dir():
-            raise InputError("parent directory does not exist", parent)
+        self.made = make_parents(self.out)   # removed again unless the store is committed
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=parent))
         umask = os.umask(0)
         os.umask(umask)
@@ -81,6 +80,8 @@ class StoreWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.tmp.exists():
             shutil.rmtree(self.tmp, ignore_errors=True)
+        if not self.out.exists():
+            remove_made(self.made)
 
     def path(self, name: str) -> Path:
         return self.tmp / name
