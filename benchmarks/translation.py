@@ -286,6 +286,7 @@ class Study:
         self.lock = threading.Lock()
         self.train_lock = threading.Lock()
         self.server_lock = threading.Lock()
+        self.filter_lock = threading.Lock()
         self.server: subprocess.Popen | None = None
         self.log_file = self.work / "study.log"
         self.record = Record(Path(args.record).resolve(), self.corpus, self.heldout) if args.record else None
@@ -400,6 +401,12 @@ class Study:
         return self.work / "filtered" / subset / "moses.ini"
 
     def filter_tables(self, subset: str) -> None:
+        # Two held-out decodes start together (session 14): without the lock both filtered into
+        # one directory, the second deleting what the first had written while it decoded from it.
+        with self.filter_lock:
+            self._filter_tables(subset)
+
+    def _filter_tables(self, subset: str) -> None:
         if self.done(f"filter-{subset}"):
             return
         d = self.work / "filtered" / subset

@@ -221,3 +221,26 @@ def test_dev_bleu_scores_the_tuners_last_dev_decode(tmp_path, corpus):
     (mert / "run11.out").write_text("\n".join(reversed(lines)) + "\n", encoding="utf-8")
     got = study_mod.dev_bleu(mert, refs)
     assert got["dev_iteration"] == 11 and got["dev_bleu"] < 10
+
+
+def test_two_jobs_filtering_one_subset_at_once_filter_it_once(tmp_path, corpus):
+    """Both held-out decodes of a run number start together; the tables are filtered once,
+    and neither decodes from a directory the other is rewriting (session 14's race)."""
+    import threading
+
+    script = tmp_path / "moses" / "scripts" / "training" / "filter-model-given-input.pl"
+    script.parent.mkdir(parents=True)
+    calls = tmp_path / "calls"
+    # a stand-in for Moses's filter script: counts its calls and takes a while
+    script.write_text(f"""use strict; my ($dir) = @ARGV;
+open(my $c, '>>', '{calls}') or die; print $c "call\\n"; close($c); sleep 1;
+mkdir($dir) or die "exists: $dir"; open(my $f, '>', "$dir/moses.ini") or die; close($f);\n""")
+    study = make_study(tmp_path, tmp_path / "work", corpus)
+    (study.work / "filtered").mkdir(parents=True)
+    threads = [threading.Thread(target=study.filter_tables, args=("heldout",)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert calls.read_text() == "call\n"
+    assert study.filtered_ini("heldout").is_file() and study.done("filter-heldout")
