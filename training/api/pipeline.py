@@ -123,17 +123,17 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
 
     store = ExampleStore.open(store_dir)
     serve_command = f"moses-reorder serve --models {models_root} --port {defaults.SERVE_ADDRESS.rsplit(':', 1)[1]}"
+    decoding = f"{name}-{rows[0]['family']}"   # the first family asked for: by default svm
     run = {"started": started.strftime("%Y-%m-%d %H:%M:%S UTC"), "corpus": str(corpus),
            "sentences": store.n_sentences, "fingerprint": (store.meta.get("corpus") or {}).get("sha256", ""),
            "moses_type": str(mtype), "classes": list(mtype.classes), "directions": list(mtype.directions),
            "split": rows[0]["split"], "rows": rows, "models_root": str(models_root), "table": str(table),
-           "serve": serve_command, "distortion_limit": jumps.recommend(),
-           "distortion_advice": limit_advice(jumps)}
+           "serve": serve_command, "moses_ini_line": moses_feature_line(mtype, decoding),
+           "distortion_limit": jumps.recommend(), "distortion_advice": limit_advice(jumps)}
     report, report_path = write_reports(out, run, started)
-    decoding = f"{name}-{rows[0]['family']}"   # the first family asked for: by default svm
     return {"rows": rows, "report": report, "report_path": str(report_path), "index": str(out / REPORT_INDEX),
             "models_root": str(models_root), "table": str(table), "store": str(store_dir),
-            "decoding_model": decoding, "moses_ini_line": moses_feature_line(mtype, decoding),
+            "decoding_model": decoding, "moses_ini_line": run["moses_ini_line"],
             "serve_command": serve_command, "distortion_limit": run["distortion_limit"],
             "distortion_advice": run["distortion_advice"]}
 

@@ -136,7 +136,8 @@ def pipeline_report(run: dict[str, Any]) -> str:
     run: started (ISO time), corpus, sentences, fingerprint, moses_type, classes, directions,
     heldout_fraction, split (evaluate's split dict), rows (run_experiment's, with
     `directions` and `published`), models_root, table, serve (the command line),
-    distortion_limit and distortion_advice (training.moses.distortion, from the alignments).
+    moses_ini_line (the [feature] line of the first row's model), distortion_limit and
+    distortion_advice (training.moses.distortion, from the alignments).
     """
     rows = run["rows"]
     families = [r["family"] for r in rows]
@@ -165,10 +166,7 @@ def pipeline_report(run: dict[str, Any]) -> str:
     out += ["", f"Moses's lexicalized table: `{run['table']}`", "", "## Next", "",
             "Serve the models:", "", f"    {run['serve']}", "",
             "and point Moses's ExternalReordering feature at one of them (README, \"Moses\"), in moses.ini:", "",
-            "    [feature]",
-            f"    ExternalReordering name=LexicalReordering0 num-features={len(run['classes']) * len(run['directions'])} "
-            f"type={run['moses_type']} input-factor=0 output-factor=0 server=127.0.0.1:50051 "
-            f"model={Path(rows[0]['published']).parent.parent.name}", "",
+            "    [feature]", f"    {run['moses_ini_line']}", "",
             "    [distortion-limit]", f"    {run['distortion_limit']}", "",
             run["distortion_advice"], ""]
     return "\n".join(out)
