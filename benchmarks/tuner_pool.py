@@ -28,12 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
+from translation import read_ini   # the study's moses.ini reader (this script's directory is on sys.path)
+
 NGRAM = 4
 
 
-def iterations(mert_dir: Path) -> list[Path]:
-    """runN.features.dat in iteration order."""
-    return sorted(mert_dir.glob("run*.features.dat"), key=lambda p: int(p.name[3:].split(".")[0]))
+def iterations(mert_dir: Path) -> list[tuple[Path, Path]]:
+    """(runN.features.dat, runN.scores.dat) in iteration order."""
+    features = sorted(mert_dir.glob("run*.features.dat"), key=lambda p: int(p.name[3:].split(".")[0]))
+    return [(f, f.with_name(f.name.replace("features", "scores"))) for f in features]
 
 
 def read_pool(mert_dir: Path) -> tuple[list[str], list[np.ndarray], list[np.ndarray]]:
@@ -44,8 +47,8 @@ def read_pool(mert_dir: Path) -> tuple[list[str], list[np.ndarray], list[np.ndar
     names: list[str] = []
     feats: dict[int, list[list[float]]] = {}
     stats: dict[int, list[list[float]]] = {}
-    for run in runs:
-        for path, store in ((run, feats), (run.with_name(run.name.replace("features", "scores")), stats)):
+    for features, scores in runs:
+        for path, store in ((features, feats), (scores, stats)):
             sentence = -1
             for line in open(path, encoding="utf-8"):
                 if line.startswith(("FEATURES_TXT_BEGIN", "SCORES_TXT_BEGIN")):
@@ -62,15 +65,10 @@ def read_pool(mert_dir: Path) -> tuple[list[str], list[np.ndarray], list[np.ndar
 
 def dense_weights(ini: Path, names: list[str]) -> np.ndarray:
     """A moses.ini's [weight] section in the order of the pool's feature names (`LM0_0`, ...)."""
-    section, values = "", {}
-    for line in open(ini, encoding="utf-8"):
-        line = line.strip()
-        if line.startswith("["):
-            section = line
-        elif section == "[weight]" and "=" in line:
-            name, rest = line.split("=", 1)
-            for i, v in enumerate(rest.split()):
-                values[f"{name.strip()}_{i}"] = float(v)
+    values = {}
+    for line in read_ini(ini).get("weight", []):
+        name, rest = line.split("=", 1)
+        values.update((f"{name.strip()}_{i}", float(v)) for i, v in enumerate(rest.split()))
     missing = [n for n in names if n not in values]
     if missing:
         raise SystemExit(f"{ini}: no weight for {', '.join(missing)}")
@@ -87,14 +85,13 @@ def pool_bleu(weights: np.ndarray, feats: list[np.ndarray], stats: list[np.ndarr
 
 def kbmira(binary: str, mert_dir: Path, names: list[str], start: np.ndarray, epochs: int) -> np.ndarray:
     """Moses's kbmira on the whole pool from `start`, as mert-moses.pl runs it (fixed seed)."""
-    runs = iterations(mert_dir)
     with tempfile.TemporaryDirectory() as tmp:
         init, out = Path(tmp) / "init.dense", Path(tmp) / "out"
         # kbmira's dense-init names repeat a feature's name for each of its values
         init.write_text("".join(f"{n.rsplit('_', 1)[0]}= {float(w)!r}\n" for n, w in zip(names, start)))
         cmd = [binary, "--dense-init", str(init), "-o", str(out), "-r", "1", "-J", str(epochs)]
-        for run in runs:
-            cmd += ["--ffile", str(run), "--scfile", str(run.with_name(run.name.replace("features", "scores")))]
+        for features, scores in iterations(mert_dir):
+            cmd += ["--ffile", str(features), "--scfile", str(scores)]
         subprocess.run(cmd, check=True, capture_output=True)
         weights = dict(line.split() for line in out.read_text().splitlines() if line.startswith("F"))
     return np.array([float(weights[f"F{i}"]) for i in range(len(names))])

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from training.errors import InputError
+
 
 def _umask() -> int:
     mask = os.umask(0o022)
@@ -78,8 +80,6 @@ def make_parents(path: str | os.PathLike) -> Path | None:
     Why: `--out work/store` on a fresh checkout should work as `mkdir -p` would, and a run
     that fails after making them must still leave nothing behind.
     """
-    from training.errors import InputError
-
     parent = Path(path).parent if str(Path(path).parent) else Path(".")
     topmost = None
     for directory in (parent, *parent.parents):
