@@ -118,6 +118,8 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
     # the sparse variants are tuned with PRO, which takes sparse features (MERT cannot; MIRA fails here)
     sparse = [j.key for j in jobs if "+sparse" in j.system]
     assert sparse == ["tune:lexical+sparse-dl12:pro1", "tune:svm-S6+sparse-dl12:pro1"]
+    # no RM's held-out decodes (the headroom a reordering model has there) come last
+    assert keys[-3:] == [f"heldout:none-dl12:mert{k}" for k in (1, 2, 3)]
 
 
 def test_no_instance_attribute_hides_a_method(study):
