@@ -13,10 +13,11 @@ What it does (issue 16), every step resumable from the state it left under --wor
    served by `python3 -m training.cli serve` (started and stopped by this script).
 4. tuning runs (mert-moses.pl: MERT, PRO = --pairwise-ranked with the project's
    MegaM-compatible optimizer as MERTDIR/megam_i686.opt, batch-MIRA) in the issue's
-   order of priority (`plan`: every system also at distortion limit 12, where ja-en's
-   word order needs it, and the open runs there first), --jobs of them at a time (one core each, `-threads 1`), then the
-   test decode with the tuned weights (and the held-out decode for Lexical and the best
-   External); a tuning run cut short is continued with mert-moses.pl --continue.
+   order of priority (`plan`: every system at distortion limit 12, where ja-en's word
+   order needs it; the systems at the ini's limit 6 only by `--only`), --jobs of them at
+   a time (one core each, `-threads 1`), then the test decode with the tuned weights (and
+   the held-out decode for Lexical, the best External, the probe and no RM); a tuning run
+   cut short is continued with mert-moses.pl --continue.
 5. one Markdown table (WORK/table.md and stdout): test BLEU and chrF (sacrebleu,
    tokenize none + force: the references are tokenized, as multi-bleu), mean and spread
    over runs, paired bootstrap against Lexical with the same tuner on the pooled outputs
