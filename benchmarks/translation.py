@@ -156,38 +156,27 @@ class Job:
 
 def plan(best: str) -> list[Job]:
     """The issue's order of priority, at distortion limit 12 (ja-en's word order needs it: +6.7
-    BLEU for Lexical in session 7): 3 MERT runs of Lexical and the best External on both test
-    sets (the goal), the probe beside the table, then the rest. Held-out decodes follow the runs
-    they need. The systems at the ini's default limit 6 are no longer planned: sessions 5-6
-    measured their goal runs (benchmarks/RESULTS.md), the README tells ja-en users not to decode
-    at 6, and their other ~40 jobs would cost ~15 core-hours to measure a setting nobody should
-    use. They stay in SYSTEMS, so `--only` can still run any of them."""
-    jobs = goal_runs(best, f"-dl{LIMIT}")
+    BLEU for Lexical in session 7). First the goal: 3 MERT runs each of Lexical and the best
+    External, each pair followed by its held-out decodes; then the probe beside the table. Then
+    PRO (x3) and batch-MIRA (TUNER_RUNS: x1) for Lexical and the best External, each tuner's
+    held-out decodes right after its runs (a tuner's row is then whole on both test sets before
+    the next tuner starts; a held-out decode is ~1/3 of a run); no RM x3 and every other system
+    x1 with MERT, the sparse variants x1 with SPARSE_TUNER (MERT cannot tune many sparse
+    weights), and last the held-out decodes of no RM.
+
+    The systems at the ini's default limit 6 are no longer planned: sessions 5-6 measured their
+    goal runs (benchmarks/RESULTS.md), the README tells ja-en users not to decode at 6, and their
+    other ~40 jobs would cost ~15 core-hours to measure a setting nobody should use. They stay
+    in SYSTEMS, so `--only` can still run any of them."""
+    t = lambda s, m, k: Job("tune", f"{s}-dl{LIMIT}", m, k)          # noqa: E731
+    h = lambda s, m, k: Job("heldout", f"{s}-dl{LIMIT}", m, k)       # noqa: E731
+    jobs = []
+    for k in (1, 2, 3):
+        jobs += [t("lexical", "mert", k), t(best, "mert", k), h("lexical", "mert", k), h(best, "mert", k)]
     # The probe beside the table gained +0.87 BLEU on test in its first run (session 10): it
     # gets the goal's 3 MERT runs and held-out decodes before the rest of the plan.
     for k in (1, 2, 3):
         jobs += [Job(kind, BESIDE, "mert", k) for kind in ("tune", "heldout")]
-    return jobs + rest_of_plan(best, f"-dl{LIMIT}")
-
-
-def goal_runs(best: str, suffix: str) -> list[Job]:
-    """3 MERT runs each of Lexical and the best External, each pair followed by its held-out decodes."""
-    jobs = []
-    for k in (1, 2, 3):
-        for kind in ("tune", "heldout"):
-            jobs += [Job(kind, "lexical" + suffix, "mert", k), Job(kind, best + suffix, "mert", k)]
-    return jobs
-
-
-def rest_of_plan(best: str, suffix: str) -> list[Job]:
-    """PRO (x3) and batch-MIRA (TUNER_RUNS: x1) for Lexical and the best External, each tuner's
-    held-out decodes right after its runs (a tuner's row is then whole on both test sets before
-    the next tuner starts; a held-out decode is ~1/3 of a run), then no RM x3 and every other
-    system x1 with MERT, the sparse variants x1 with SPARSE_TUNER (MERT cannot tune many sparse
-    weights), and last the held-out decodes of no RM."""
-    t = lambda s, m, k: Job("tune", s + suffix, m, k)          # noqa: E731
-    h = lambda s, m, k: Job("heldout", s + suffix, m, k)       # noqa: E731
-    jobs = []
     for method in ("pro", "mira"):
         jobs += [t(system, method, k) for k in TUNER_RUNS[method] for system in ("lexical", best)]
         jobs += [h(system, method, k) for k in TUNER_RUNS[method] for system in ("lexical", best)]
