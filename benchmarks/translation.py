@@ -287,7 +287,11 @@ class Study:
         self.port = args.port
         self.best = args.best
         self.lock = threading.Lock()
-        self.train_lock = threading.Lock()
+        # One lock per model, so a job whose model is ready (or another model) never waits for
+        # an unrelated training run (session 15: a core sat idle for 9 min of the hybrid's
+        # training); the store every model trains from is built once, under its own lock.
+        self.train_locks: dict[str, threading.Lock] = {}
+        self.store_lock = threading.Lock()
         self.server_lock = threading.Lock()
         self.filter_lock = threading.Lock()
         self.server: subprocess.Popen | None = None
@@ -444,6 +448,10 @@ class Study:
         return [sys.executable, "-m", *args]
 
     def build_store(self) -> None:
+        with self.store_lock:
+            self._build_store()
+
+    def _build_store(self) -> None:
         if self.done("store"):
             return
         if self.store.exists():
@@ -463,7 +471,9 @@ class Study:
         name = model_name(system)
         if self.model_path(name).is_file():
             return
-        with self.train_lock:
+        with self.lock:
+            train_lock = self.train_locks.setdefault(name, threading.Lock())
+        with train_lock:
             if self.model_path(name).is_file():
                 return
             self.build_store()
