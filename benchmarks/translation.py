@@ -613,13 +613,16 @@ class Study:
         return self.work / "runs" / job.system / f"{job.method}{job.run}"
 
     def restore_recorded(self, jobs: list[Job]) -> None:
-        """Bring the record's finished runs into WORK/runs (a new work directory tunes only what is not there)."""
+        """Bring the record's finished runs into WORK/runs (a new work directory tunes only what is not there).
+
+        Finished runs are filled too: a file recorded after this work directory last saw the
+        run (a retime's timing.json, made on another machine or in another work directory)
+        would otherwise never reach the table made here."""
         if self.record is None:
             return
-        restored = [j.key for j in jobs if not self.finished(j)
-                    and self.record.restore(self.run_dir(j), f"{j.system}/{j.method}{j.run}")]
+        restored = [j.key for j in jobs if self.record.restore(self.run_dir(j), f"{j.system}/{j.method}{j.run}")]
         if restored:
-            self.log(f"record: restored {len(restored)} runs (their decodes with them) from {self.record.dir}")
+            self.log(f"record: restored files of {len(restored)} runs from {self.record.dir}")
 
     def save_record(self, job: Job) -> None:
         if self.record is not None:

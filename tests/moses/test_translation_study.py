@@ -183,6 +183,13 @@ def test_a_new_work_directory_restores_finished_runs_from_the_record(tmp_path, c
     third.restore_recorded(study_mod.plan("svm-S6"))
     assert third.finished(job) and third.finished(later)
 
+    # a file recorded later (a retime's timing.json) reaches a work directory that has the run
+    timing = b'[{"sec_per_sent": 0.15}]\n'
+    (fresh.run_dir(job) / "timing.json").write_bytes(timing)
+    fresh.save_record(job)
+    third.restore_recorded(study_mod.plan("svm-S6"))
+    assert (third.run_dir(job) / "timing.json").read_bytes() == timing
+
 
 def test_retime_pairs_each_run_with_its_baselines_run_of_the_same_tuner(tmp_path, corpus):
     study = make_study(tmp_path, tmp_path / "work", corpus)
