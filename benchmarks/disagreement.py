@@ -56,9 +56,13 @@ SUFFIXES = ("ja", "en", "align")   # source, target, alignment (as translation.p
 SEP = " ||| "
 
 
-def heldout_store(corpus: Path, n: int, extract_model: str, work: Path) -> Path:
-    """Example store of the last `n` lines of corpus/train.* (the study's held-out pairs)."""
+def heldout_store(corpus: Path, n: int, extract_model: str, work: Path, pairs: Path | None = None) -> Path:
+    """Example store of the last `n` lines of corpus/train.* (the study's held-out pairs), or
+    of every line of PAIRS.{ja,en,align} (a test set of its own, e.g. whole articles)."""
     for suffix in SUFFIXES:
+        if pairs is not None:
+            (work / f"heldout.{suffix}").write_bytes(pairs.with_name(f"{pairs.name}.{suffix}").read_bytes())
+            continue
         with open(corpus / f"train.{suffix}", "rb") as f:
             lines = f.readlines()          # on b"\n" only: a token may hold a b"\r"
         (work / f"heldout.{suffix}").write_bytes(b"".join(lines[-n:]))
@@ -265,6 +269,9 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "ja-en",
                     help="directory of train.{ja,en,align} (default ../shared/data/ja-en)")
     ap.add_argument("--heldout", type=int, default=5000, help="its last N lines are the held-out pairs")
+    ap.add_argument("--pairs", type=Path, metavar="PREFIX",
+                    help="score every line of PREFIX.{ja,en,align} instead (e.g. a test set of whole articles "
+                         "with its gold alignment); --corpus and --heldout are then not read")
     ap.add_argument("--model", type=Path, required=True, help="the classifier's weight file")
     ap.add_argument("--table-model", type=Path, required=True,
                     help="`train --family lexical --heldout-fraction 0` on the same training store")
@@ -277,13 +284,14 @@ def main() -> None:
 
     extract_model = MosesType.parse(load_model(args.model).moses_type).extract_model
     with tempfile.TemporaryDirectory(prefix="disagree-") as tmp:
-        store = heldout_store(args.corpus, args.heldout, extract_model, Path(tmp))
+        store = heldout_store(args.corpus, args.heldout, extract_model, Path(tmp), args.pairs)
         report = disagreement(store, args.model, args.table_model, args.moses_table, args.phrase_table,
                               args.train_store)
-    report.update(corpus=str(args.corpus), heldout_lines=args.heldout)
+    report.update({"pairs": str(args.pairs)} if args.pairs else {"corpus": str(args.corpus),
+                                                                  "heldout_lines": args.heldout})
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    print(f"{report['sentences']:,} held-out sentence pairs, {report['examples']:,} phrase pairs "
+    print(f"{report['sentences']:,} {'test' if args.pairs else 'held-out'} sentence pairs, {report['examples']:,} phrase pairs "
           f"({report['distinct_pairs']:,} distinct); model {report['family']} {report['features']}, "
           f"type {report['type']}")
     if "moses_table_check" in report:

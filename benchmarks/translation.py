@@ -61,11 +61,14 @@ import numpy as np  # noqa: E402
 from training.corpus.pharaoh import parse_links  # noqa: E402
 from training.moses.distortion import longest_jumps  # noqa: E402
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "ja-en"
-DEFAULT_WORK = Path("/work/mt/ja-en")
+WORK_ROOT = Path("/work/mt")
 DEFAULT_RECORD = REPO / "benchmarks" / "translation-runs"
 MOSES_TYPE = "hier-msd-bidirectional-fe"
 SRC, TGT = "ja", "en"
 LM_ORDER = 5
+#: train-model.perl's steps from an existing alignment, each run and measured on its own.
+TM_STEPS = {4: "lexical translation table", 5: "extract", 6: "score phrases", 7: "lexical-reordering-score",
+            8: "generation tables", 9: "moses.ini"}
 NBEST = 100
 
 
@@ -120,6 +123,11 @@ def at_limit(system: System, limit: int = LIMIT) -> System:
 
 
 BESIDE = f"svm-S6+lexical-dl{LIMIT}"   # the probe: the classifier's six scores beside the table's
+#: Models of the classification study on a corpus with its own test articles (issue 29, step 2),
+#: in the order they are trained (cheap and most likely first); each is compared with
+#: LEXICAL_SERVED, Moses's table as the `lexical` family (what ExternalReordering would serve).
+CLASSIFY_MODELS = ("svm-S6", "nb-bayes-S9", "svm-S7", "dual-mlr-S6", "maxent-S6", "hybrid-S6")
+LEXICAL_SERVED = "lexical-served"
 SYSTEMS: dict[str, System] = {s.name: s for s in [
     *AT_DEFAULT_LIMIT,
     *(at_limit(s) for s in AT_DEFAULT_LIMIT),
@@ -127,6 +135,9 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     System(BESIDE, "External svm S6 beside LexicalReordering, distortion limit 12",
            "external", "svm", "S6", base="svm-S6", with_lexical=True, distortion_limit=LIMIT,
            baseline="lexical-dl12"),
+    # Trained for the classification study (CLASSIFY_MODELS) and not planned for tuning on ja-en.
+    System("maxent-S6", "External maxent S6", "external", "maxent", "S6"),
+    System(LEXICAL_SERVED, "External lexical (Moses's table, served)", "external", "lexical", "pair"),
 ]}
 METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
 METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
@@ -216,8 +227,11 @@ class Record:
         if self._dir is None:
             digest = hashlib.sha256()
             for name in self.CORPUS_FILES:
+                path = shipped(self.corpus, name)
+                if path is None:            # an unaligned corpus ships no train.align
+                    continue
                 digest.update(name.encode() + b"\0")
-                with open(self.corpus / name, "rb") as fh:
+                with open(path, "rb") as fh:
                     for chunk in iter(lambda: fh.read(1 << 20), b""):
                         digest.update(chunk)
             self._dir = self.root / f"{self.corpus.name}-{digest.hexdigest()[:12]}-heldout{self.heldout}"
@@ -268,6 +282,15 @@ class Record:
         return restored
 
 
+def shipped(corpus: Path, name: str) -> Path | None:
+    """A corpus file as shipped: NAME, or NAME.xz (ja-en-kyoto ships its training text
+    compressed); None if neither exists."""
+    for path in (corpus / name, corpus / f"{name}.xz"):
+        if path.is_file():
+            return path
+    return None
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_bytes(data)
@@ -283,7 +306,8 @@ class Study:
         self.scripts = self.moses / "scripts"
         self.corpus = Path(args.corpus).resolve()
         self.work = Path(args.work).resolve()
-        self.heldout = args.heldout
+        self.heldout = args.heldout if args.heldout is not None else \
+            (5000 if (self.corpus / "train.align").is_file() else 0)
         self.port = args.port
         self.best = args.best
         self.lock = threading.Lock()
@@ -310,18 +334,28 @@ class Study:
     def run(self, cmd: list[str], *, cwd: Path | None = None, stdout=None, stderr=None, stdin=None,
             env: dict | None = None) -> float:
         """Run a command to completion (raise on failure); returns its wall seconds."""
+        return self.measure(cmd, cwd=cwd, stdout=stdout, stderr=stderr, stdin=stdin, env=env)["wall_seconds"]
+
+    def measure(self, cmd: list[str], *, cwd: Path | None = None, stdout=None, stderr=None, stdin=None,
+                env: dict | None = None) -> dict[str, float]:
+        """Run a command to completion (raise on failure); its wall and CPU seconds and peak
+        resident memory. wait4 reports the command and every descendant it waited for (the
+        largest one's peak for memory), so a Perl driver's sort and extract children count."""
         start = time.time()
         # same process group as this script: stopping the study (kill -- -PGID) stops its Moses runs
         with subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=stdout, stderr=stderr, stdin=stdin,
                               env=env) as proc:
             try:
-                code = proc.wait()
+                _, status, usage = os.wait4(proc.pid, 0)
             except BaseException:
                 proc.terminate()
                 raise
+            proc.returncode = code = os.waitstatus_to_exitcode(status)
         if code != 0:
             raise RuntimeError(f"exit {code}: {' '.join(str(c) for c in cmd)}")
-        return time.time() - start
+        return {"wall_seconds": round(time.time() - start, 1),
+                "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+                "peak_mb": round(usage.ru_maxrss / 1024)}
 
     def done(self, step: str) -> bool:
         return (self.work / "state" / f"{step}.done").is_file()
@@ -343,6 +377,9 @@ class Study:
     def prepare_corpus(self) -> None:
         if self.done("corpus"):
             return
+        if not (self.corpus / "train.align").is_file():
+            self.align_corpus()
+            return
         self.cdir.mkdir(parents=True, exist_ok=True)
         sizes = {}
         files = {SRC: self.corpus / f"train.{SRC}", TGT: self.corpus / f"train.{TGT}",
@@ -363,6 +400,48 @@ class Study:
                 sizes[subset] = sum(1 for _ in open(self.text(subset, lang), encoding="utf-8"))
         self.mark("corpus", train=cut, heldout=self.heldout, **sizes)
         self.log(f"corpus: {cut} training pairs, {self.heldout} held out, dev {sizes['dev']}, test {sizes['test']}")
+
+    def align_corpus(self) -> None:
+        """A corpus shipped without alignment (ja-en-kyoto): train, dev and test aligned together
+        with `moses-reorder align` (more text, better links; dev/test have no other source of gold
+        orientations). Only the train links reach the phrase table and the models; dev.align and
+        test.align are for the classification study. No held-out slice: dev and test are whole
+        articles of their own."""
+        self.cdir.mkdir(parents=True, exist_ok=True)
+        sizes = {}
+        for subset in ("train", "dev", "test"):
+            for lang in (SRC, TGT):
+                if not self.text(subset, lang).is_file():
+                    copy_text(shipped(self.corpus, f"{subset}.{lang}"), self.text(subset, lang))
+            sizes[subset] = count_lines(self.text(subset, SRC))
+            if count_lines(self.text(subset, TGT)) != sizes[subset]:
+                raise RuntimeError(f"{subset}: {SRC} and {TGT} differ in length")
+        if not self.done("align"):
+            for lang in (SRC, TGT):
+                with open(self.cdir / f"all.{lang}.tmp", "wb") as out:
+                    for subset in ("train", "dev", "test"):
+                        with open(self.text(subset, lang), "rb") as fh:
+                            shutil.copyfileobj(fh, out, 1 << 20)
+                os.replace(self.cdir / f"all.{lang}.tmp", self.cdir / f"all.{lang}")
+            self.log(f"align: {sum(sizes.values())} pairs (train+dev+test) with moses-reorder align")
+            with open(self.work / "align.log", "wb") as log:
+                took = self.measure(self.python("training.cli", "align", "--src", self.cdir / f"all.{SRC}",
+                                                "--tgt", self.cdir / f"all.{TGT}", "--out", self.cdir / "all.align"),
+                                    cwd=REPO, stdout=log, stderr=log)
+            self.mark("align", **took)
+            self.log(f"align: {took['wall_seconds']:.0f} s wall, {took['cpu_seconds']:.0f} s CPU, "
+                     f"peak {took['peak_mb']} MB")
+        with open(self.cdir / "all.align", "rb") as fh:
+            links = fh.read().splitlines(keepends=True)
+        if len(links) != sum(sizes.values()):
+            raise RuntimeError(f"all.align has {len(links)} lines for {sum(sizes.values())} pairs")
+        n_train, n_dev = sizes["train"], sizes["dev"]
+        parts = {"train": links[:n_train], "dev": links[n_train:n_train + n_dev], "test": links[n_train + n_dev:]}
+        for subset, lines in parts.items():
+            _atomic_write(self.cdir / f"{subset}.align", b"".join(lines))
+        _atomic_write(self.cdir / "aligned.grow-diag-final-and", b"".join(parts["train"]))
+        self.mark("corpus", **sizes, heldout=0, aligned="train+dev+test")
+        self.log(f"corpus: {n_train} training pairs, dev {n_dev}, test {sizes['test']} (aligned together)")
 
     # ------------------------------------------------------------------- step 2: LM
     @property
@@ -397,12 +476,35 @@ class Study:
         cmd = ["perl", self.scripts / "training" / "train-model.perl", "-root-dir", root,
                "-corpus", self.cdir / "train", "-f", SRC, "-e", TGT,
                "-alignment", "grow-diag-final-and", "-alignment-file", self.cdir / "aligned",
-               "-first-step", "4", "-last-step", "9", "-reordering", MOSES_TYPE,
-               "-lm", f"0:{LM_ORDER}:{self.lm}:8", "-external-bin-dir", self.bin, "-cores", "2"]
+               "-reordering", MOSES_TYPE, "-lm", f"0:{LM_ORDER}:{self.lm}:8", "-external-bin-dir", self.bin,
+               "-cores", "2", "-sort-buffer-size", "2G", "-sort-parallel", "2"]
+        # One step at a time, each measured: step 5 (extract) and 7 (lexical-reordering-score) are
+        # what `moses-reorder extract` + `lexical` replace (ours_table times those in the same run).
+        steps = {}
         with open(root / "train-model.log", "wb") as log:
-            secs = self.run(cmd, cwd=root, stdout=log, stderr=log)
-        self.mark("tm", seconds=round(secs, 1))
+            for step, what in TM_STEPS.items():
+                steps[what] = self.measure(cmd + ["-first-step", str(step), "-last-step", str(step)],
+                                           cwd=root, stdout=log, stderr=log)
+                self.log(f"tm: step {step} ({what}) {steps[what]['wall_seconds']:.0f} s wall, "
+                         f"{steps[what]['cpu_seconds']:.0f} s CPU, peak {steps[what]['peak_mb']} MB")
+        secs = sum(t["wall_seconds"] for t in steps.values())
+        self.mark("tm", seconds=round(secs, 1), steps=steps)
         self.log(f"tm: train-model.perl steps 4-9 in {secs:.0f} s")
+
+    def ours_table(self) -> None:
+        """Our extract (the example store every model trains from) and our lexical table, timed
+        like Moses's steps 5 and 7 on the same corpus; the table is not used by any system."""
+        self.build_store()
+        if self.done("ours-lexical"):
+            return
+        out = self.work / "ours" / f"reordering-table.{MOSES_TYPE}.gz"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.work / "ours" / "lexical.log", "wb") as log:
+            took = self.measure(self.python("training.cli", "lexical", "--store", self.store, "--type", MOSES_TYPE,
+                                            "--out", out, "--quiet"), cwd=REPO, stdout=log, stderr=log)
+        self.mark("ours-lexical", **took)
+        self.log(f"ours: lexical table {took['wall_seconds']:.0f} s wall, {took['cpu_seconds']:.0f} s CPU, "
+                 f"peak {took['peak_mb']} MB")
 
     def filtered_ini(self, subset: str) -> Path:
         return self.work / "filtered" / subset / "moses.ini"
@@ -457,12 +559,13 @@ class Study:
         if self.store.exists():
             shutil.rmtree(self.store)
         with open(self.work / "extract.log", "wb") as log:
-            secs = self.run(self.python("training.cli", "extract", "--src", self.text("train", SRC),
-                                        "--tgt", self.text("train", TGT), "--align", self.cdir / "train.align",
-                                        "--out", self.store, "--model", "hier-msd", "--quiet"),
-                            cwd=REPO, stdout=log, stderr=log)
-        self.mark("store", seconds=round(secs, 1))
-        self.log(f"store: extracted the training slice in {secs:.0f} s")
+            took = self.measure(self.python("training.cli", "extract", "--src", self.text("train", SRC),
+                                            "--tgt", self.text("train", TGT), "--align", self.cdir / "train.align",
+                                            "--out", self.store, "--model", "hier-msd", "--quiet"),
+                                cwd=REPO, stdout=log, stderr=log)
+        self.mark("store", seconds=took["wall_seconds"], **took)
+        self.log(f"store: extracted the training slice in {took['wall_seconds']:.0f} s "
+                 f"({took['cpu_seconds']:.0f} s CPU, peak {took['peak_mb']} MB)")
 
     def model_path(self, name: str) -> Path:
         return self.work / "models" / name / "1" / "model.mrw"
@@ -485,15 +588,18 @@ class Study:
                               "--heldout-fraction", "0", "--quiet")
             for p in base.params:
                 cmd += ["--param", p]
+            self.log(f"model {name}: training")
             with open(self.work / "modelfiles" / f"{name}.log", "wb") as log:
-                secs = self.run(cmd, cwd=REPO, stdout=log, stderr=log)
+                took = self.measure(cmd, cwd=REPO, stdout=log, stderr=log)
             target = self.model_path(name)
             staging = target.parent.parent / ".staging-1"
             staging.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, staging / "model.mrw")
             os.replace(staging, target.parent)
-            self.mark(f"model-{name}", seconds=round(secs, 1), command=" ".join(str(c) for c in cmd[2:]))
-            self.log(f"model {name}: trained in {secs:.0f} s")
+            self.mark(f"model-{name}", seconds=took["wall_seconds"], **took,
+                      command=" ".join(str(c) for c in cmd[2:]))
+            self.log(f"model {name}: trained in {took['wall_seconds']:.0f} s ({took['cpu_seconds']:.0f} s CPU, "
+                     f"peak {took['peak_mb']} MB)")
 
     # ------------------------------------------------------------------- server
     @property
@@ -728,6 +834,95 @@ class Study:
         return timings[-1]["sec_per_sent"]
 
 
+def build_system(study: Study) -> None:
+    """Every step before tuning, in the order a lost machine costs least (each resumes)."""
+    study.prepare_corpus()
+    study.build_lm()
+    study.build_tm()
+    for subset in ("dev", "test"):
+        study.filter_tables(subset)
+    study.ours_table()
+
+
+def classify(study: Study, models: list[str]) -> str:
+    """Issue 29 step 2: each model against Moses's table on every phrase pair of the test
+    articles (gold orientations from the joint alignment), by benchmarks/disagreement.py;
+    `seen` = the pairs the decoder can score (in the table, so in the test-filtered phrase table).
+    One report per model in WORK/classify (kept: a lost machine redoes only the missing ones);
+    returns the summary table."""
+    study.train_model(SYSTEMS[LEXICAL_SERVED])
+    out = study.work / "classify"
+    out.mkdir(parents=True, exist_ok=True)
+    phrase_table = next((study.work / "filtered" / "test").glob("phrase-table*"))
+    for name in models:
+        report = out / f"{name}.json"
+        if report.is_file():
+            continue
+        study.train_model(SYSTEMS[name])
+        tmp = out / f".{name}.json"
+        with open(out / f"{name}.md", "wb") as md, open(out / f"{name}.log", "wb") as log:
+            took = study.measure([sys.executable, REPO / "benchmarks" / "disagreement.py",
+                                  "--pairs", study.cdir / "test", "--model", study.model_path(name),
+                                  "--table-model", study.model_path(LEXICAL_SERVED), "--phrase-table", phrase_table,
+                                  "--train-store", study.store, "--json", tmp], cwd=REPO, stdout=md, stderr=log)
+        os.replace(tmp, report)
+        study.log(f"classify {name}: {took['wall_seconds']:.0f} s")
+    return classify_summary(study, models)
+
+
+def classify_summary(study: Study, models: list[str]) -> str:
+    """Accuracy and log-loss of the table and each model, per direction, on all test pairs and
+    on the pairs the decoder can score; with each model's size and training cost."""
+    from training.modelfile.model import load_model
+
+    def mark(step: str) -> dict:
+        path = study.work / "state" / f"{step}.done"
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    lines = ["| model | features kept | train wall s | train CPU s | peak MB | direction | pairs | n | "
+             "accuracy table | accuracy model | log-loss table | log-loss model |", "|---" * 12 + "|"]
+    for name in models:
+        path = study.work / "classify" / f"{name}.json"
+        if not path.is_file():
+            continue
+        report = json.loads(path.read_text())
+        took = mark(f"model-{name}")
+        size = f"{load_model(study.model_path(name), warm_up=False).n_features:,}"
+        for d, slices in report["directions"].items():
+            for slice_name, label in (("all", "all"), ("seen", "decodable (seen)")):
+                r = slices[slice_name]["all"]
+                lines.append(f"| {SYSTEMS[name].label.removeprefix('External ')} | {size} | "
+                             f"{took.get('wall_seconds', '')} | {took.get('cpu_seconds', '')} | "
+                             f"{took.get('peak_mb', '')} | {d} | {label} | {r['n']:,} | "
+                             f"{100 * r['table_recall']:.1f} | {100 * r['model_recall']:.1f} | "
+                             f"{r['table_log_loss']:.3f} | {r['model_log_loss']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def system_summary(study: Study) -> str:
+    """What each finished step of the system cost (the marks' measurements), as Markdown."""
+    rows = ["| step | wall s | CPU s | peak MB |", "|---|---|---|---|"]
+    def row(label: str, took: dict) -> None:
+        if "cpu_seconds" in took:
+            rows.append(f"| {label} | {took['wall_seconds']:.0f} | {took['cpu_seconds']:.0f} | {took['peak_mb']} |")
+    state = study.work / "state"
+    mark = lambda step: json.loads((state / f"{step}.done").read_text()) if study.done(step) else {}  # noqa: E731
+    row("moses-reorder align (train+dev+test)", mark("align"))
+    for what, took in mark("tm").get("steps", {}).items():
+        row(f"train-model.perl: {what}", took)
+    row("moses-reorder extract (hier-msd store)", mark("store"))
+    row("moses-reorder lexical", mark("ours-lexical"))
+    corpus = mark("corpus")
+    head = f"corpus: {corpus.get('train')} training pairs, dev {corpus.get('dev')}, test {corpus.get('test')}"
+    if study.done("store"):
+        from training.store.examples import ExampleStore
+
+        store = ExampleStore.open(study.store)
+        head += f"; example store: {store.n_examples:,} examples of {store.n_sentences:,} sentences"
+    head += "\n\n"
+    return head + "\n".join(rows) + "\n"
+
+
 def retime_pairs(study: Study, jobs: list[Job], systems: list[str]) -> list[tuple[Job, Job]]:
     """(baseline run, run) for each finished tuning run of the named systems whose baseline
     has a finished run with the same tuner and number."""
@@ -795,6 +990,21 @@ def _console_script_is_ours(path: str) -> bool:
         return subprocess.run([path], capture_output=True, timeout=60).returncode == 2
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def copy_text(src: Path, dest: Path) -> None:
+    """Copy a corpus file, decompressing .xz, atomically (a lost machine leaves no half file)."""
+    import lzma
+
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    with (lzma.open(src, "rb") if src.suffix == ".xz" else open(src, "rb")) as fin, open(tmp, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+    os.replace(tmp, dest)
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
 
 
 def read_ini(path: Path) -> dict[str, list[str]]:
@@ -1025,9 +1235,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--moses", required=True, help="Moses install (bin/, scripts/) with ExternalReordering")
     p.add_argument("--corpus", default=str(DEFAULT_CORPUS), help="train/dev/test with train.align")
-    p.add_argument("--work", default=str(DEFAULT_WORK), help="state and work files (outside the repository)")
+    p.add_argument("--work", help="state and work files, outside the repository (default /work/mt/<corpus name>)")
     p.add_argument("--jobs", type=int, default=2, help="tuning jobs at a time, one core each (default 2)")
-    p.add_argument("--heldout", type=int, default=5000, help="last train pairs held out (default 5000)")
+    p.add_argument("--heldout", type=int, help="last train pairs held out (default 5000; 0 for a corpus "
+                                                "shipped without train.align, whose dev and test are whole articles)")
+    p.add_argument("--classify", nargs="?", const=",".join(CLASSIFY_MODELS), metavar="MODELS",
+                   help="build the system, then train these models (default: "
+                        f"{','.join(CLASSIFY_MODELS)}) and score them against Moses's table on every phrase "
+                        "pair of the test set (needs the test set's gold alignment: a corpus aligned here)")
+    p.add_argument("--system-only", action="store_true",
+                   help="only build the system (alignment, LM, tables, filtered tables, our example store and "
+                        "lexical table), each step measured, and print what it cost")
     p.add_argument("--best", default="svm-S6", choices=[s for s in SYSTEMS if SYSTEMS[s].kind == "external"
                                                         and not SYSTEMS[s].base],
                    help="the External system given Lexical's tuning budget (default svm-S6)")
@@ -1062,7 +1280,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"--retime-systems: no system named {', '.join(unknown)}")
 
+    args.work = args.work or str(WORK_ROOT / Path(args.corpus).resolve().name)
     study = Study(args)
+    if args.classify and (Path(args.corpus) / "train.align").is_file():
+        p.error("--classify scores the test set's gold orientations: it needs a corpus aligned here "
+                "(one shipped without train.align, such as ja-en-kyoto)")
+    if args.system_only or args.classify:
+        try:
+            build_system(study)
+            if args.classify:
+                text = classify(study, args.classify.split(","))
+                (study.work / "classify.md").write_text(text, encoding="utf-8")
+                print(text)
+        finally:
+            study.stop_server()
+        print(system_summary(study))
+        return 0
     jobs = plan(args.best)
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]

@@ -55,6 +55,21 @@ def test_heldout_store_is_the_corpus_tail(setup, embedded_dir):
     assert [s.src_vocab[i] for i in ids] == last
 
 
+def test_pairs_prefix_scores_every_line_of_its_files(setup, embedded_dir, tmp_path):
+    """--pairs (a test set of its own, as ja-en-kyoto's articles): the same store as the tail."""
+    _, store, _, _ = setup
+    for suffix in disagreement.SUFFIXES:
+        lines = (embedded_dir / f"train.{suffix}").read_bytes().splitlines(keepends=True)
+        (tmp_path / f"test.{suffix}").write_bytes(b"".join(lines[-HELDOUT:]))
+    (tmp_path / "work").mkdir()
+    mine = ExampleStore.open(disagreement.heldout_store(embedded_dir, 10 ** 9, "hier-msd", tmp_path / "work",
+                                                        pairs=tmp_path / "test"))
+    tail = ExampleStore.open(store)
+    assert mine.n_sentences == HELDOUT and mine.n_examples == tail.n_examples
+    for a, b in zip(mine.iter_chunks(), tail.iter_chunks()):
+        assert np.array_equal(a.labels, b.labels)
+
+
 def test_counts_add_up_and_recalls_match_a_direct_computation(setup):
     report, store_path, train_store, tmp = setup
     store, train = ExampleStore.open(store_path), ExampleStore.open(train_store)

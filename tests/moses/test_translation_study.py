@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import lzma
 import sys
 from pathlib import Path
 
@@ -256,3 +258,48 @@ mkdir($dir) or die "exists: $dir"; open(my $f, '>', "$dir/moses.ini") or die; cl
         thread.join()
     assert calls.read_text() == "call\n"
     assert study.filtered_ini("heldout").is_file() and study.done("filter-heldout")
+
+
+@pytest.fixture()
+def unaligned_corpus(tmp_path, embedded_dir) -> Path:
+    """A corpus as ja-en-kyoto ships it: training text .xz-compressed, no alignment, dev and test
+    sets of their own (here the embedded slice's first 300 pairs, dev = test = its test set)."""
+    d = tmp_path / "kyoto-like"
+    d.mkdir()
+    for lang in ("ja", "en"):
+        lines = (embedded_dir / f"train.{lang}").read_bytes().splitlines(keepends=True)[:300]
+        (d / f"train.{lang}.xz").write_bytes(lzma.compress(b"".join(lines)))
+        for subset in ("dev", "test"):
+            (d / f"{subset}.{lang}").write_bytes((embedded_dir / f"test.{lang}").read_bytes())
+    return d
+
+
+def test_an_unaligned_corpus_is_aligned_once_with_dev_and_test_then_split(tmp_path, unaligned_corpus):
+    pytest.importorskip("eflomal")
+    args = argparse.Namespace(moses=str(tmp_path / "moses"), corpus=str(unaligned_corpus), work=str(tmp_path / "w"),
+                              heldout=None, port=50999, best="svm-S6", record=str(tmp_path / "record"))
+    study = study_mod.Study(args)
+    assert study.heldout == 0                  # dev and test are sets of their own: nothing held out of train
+    study.prepare_corpus()
+    c = study.cdir
+    n_test = len((unaligned_corpus / "test.ja").read_bytes().splitlines())
+    assert [len((c / f"{s}.align").read_bytes().splitlines()) for s in ("train", "dev", "test")] == [300, n_test, n_test]
+    assert (c / "train.ja").read_bytes() == lzma.decompress((unaligned_corpus / "train.ja.xz").read_bytes())
+    assert (c / "aligned.grow-diag-final-and").read_bytes() == (c / "train.align").read_bytes()
+    # every link is inside its own sentence pair: the joint file was split at the right lines
+    for subset in ("train", "dev", "test"):
+        src = (c / f"{subset}.ja").read_text(encoding="utf-8").splitlines()
+        tgt = (c / f"{subset}.en").read_text(encoding="utf-8").splitlines()
+        for s, t, a in zip(src, tgt, (c / f"{subset}.align").read_text().splitlines()):
+            links = [tuple(map(int, x.split("-"))) for x in a.split()]
+            assert links and all(i < len(s.split()) and j < len(t.split()) for i, j in links)
+    # the alignment is a finished job: a second study over the same work directory does not redo it
+    stamp = (c / "all.align").stat().st_mtime_ns
+    study_mod.Study(args).prepare_corpus()
+    (study.work / "state" / "corpus.done").unlink()         # even with the split to do again
+    study_mod.Study(args).prepare_corpus()
+    assert (c / "all.align").stat().st_mtime_ns == stamp
+    took = json.loads((study.work / "state" / "align.done").read_text())
+    assert took["cpu_seconds"] > 0 and took["peak_mb"] > 0
+    # the record is named by the files as shipped (.xz), with nothing held out
+    assert study.record.dir.name.startswith("kyoto-like-") and study.record.dir.name.endswith("-heldout0")
