@@ -122,7 +122,12 @@ def at_limit(system: System, limit: int = LIMIT) -> System:
                    distortion_limit=limit, baseline=baseline)
 
 
-BESIDE = f"svm-S6+lexical-dl{LIMIT}"   # the probe: the classifier's six scores beside the table's
+def beside_name(limit: int) -> str:
+    """The probe: the classifier's six scores beside the table's."""
+    return f"svm-S6+lexical-dl{limit}"
+
+
+BESIDE = beside_name(LIMIT)
 #: Models of the classification study on a corpus with its own test articles (issue 29, step 2),
 #: in the order they are trained (cheap and most likely first); each is compared with
 #: LEXICAL_SERVED, Moses's table as the `lexical` family (what ExternalReordering would serve).
@@ -132,9 +137,9 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     *AT_DEFAULT_LIMIT,
     *(at_limit(s) for s in AT_DEFAULT_LIMIT),
     # Tried to close the gap (issue 16): the classifier's six scores beside the table's.
-    System(BESIDE, "External svm S6 beside LexicalReordering, distortion limit 12",
+    System(BESIDE, f"External svm S6 beside LexicalReordering, distortion limit {LIMIT}",
            "external", "svm", "S6", base="svm-S6", with_lexical=True, distortion_limit=LIMIT,
-           baseline="lexical-dl12"),
+           baseline=f"lexical-dl{LIMIT}"),
     # Trained for the classification study (CLASSIFY_MODELS) and not planned for tuning on ja-en.
     System("maxent-S6", "External maxent S6", "external", "maxent", "S6"),
     System(LEXICAL_SERVED, "External lexical (Moses's table, served)", "external", "lexical", "pair"),
@@ -151,6 +156,18 @@ METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
 TUNER_RUNS = {"mert": (1, 2, 3), "pro": (1, 2, 3), "mira": (1,)}
 SPARSE_TUNER = "pro"
 SPARSE_TOP_WORDS = 50              # word lists of the sparse reordering features (Cherry 2013)
+
+
+def systems_at(limit: int) -> None:
+    """Add every system at another distortion limit to SYSTEMS (a corpus whose word order needs
+    its own limit, chosen by --sweep-distortion: ja-en-kyoto)."""
+    if limit == LIMIT or f"lexical-dl{limit}" in SYSTEMS:
+        return
+    SYSTEMS.update({s.name: s for s in (at_limit(s, limit) for s in AT_DEFAULT_LIMIT)})
+    beside = SYSTEMS[BESIDE]
+    SYSTEMS[beside_name(limit)] = replace(beside, name=beside_name(limit), distortion_limit=limit,
+                                          label=beside.label.replace(f"limit {LIMIT}", f"limit {limit}"),
+                                          baseline=f"lexical-dl{limit}")
 
 
 @dataclass(frozen=True)
@@ -200,6 +217,28 @@ def plan(best: str) -> list[Job]:
     # reordering model has on this corpus (on the test set, 0.16 BLEU; session 15).
     jobs += [h("none", "mert", k) for k in (1, 2, 3)]
     return jobs
+
+
+def articles_plan(best: str, limit: int, tuner: str) -> list[Job]:
+    """The plan on a corpus with dev and test articles of its own (ja-en-kyoto, issue 29 step 3-4),
+    every system at one distortion limit (chosen by a sweep of Lexical's first tuned run):
+    one MERT and one PRO run of Lexical first (the better is the study's tuner, --tuner); then
+    with that tuner Lexical's runs 2-3, no RM x1, svm S6 replacing and beside the table x1, the
+    best model of the classification study x1 (--best, if not svm S6); last the best External
+    system's (--best-system) runs 2-3. Test decodes only: there is no held-out slice."""
+    systems_at(limit)
+    t = lambda s, m, k: Job("tune", f"{s}-dl{limit}" if s != beside_name(limit) else s, m, k)  # noqa: E731
+    jobs = [t("lexical", "mert", 1), t("lexical", "pro", 1)]
+    jobs += [t("lexical", tuner, 2), t("lexical", tuner, 3), t("none", tuner, 1), t("svm-S6", tuner, 1),
+             t(beside_name(limit), tuner, 1)]
+    if best != "svm-S6":
+        jobs.append(t(best, tuner, 1))
+    return jobs
+
+
+def goal_runs(best_system: str, tuner: str) -> list[Job]:
+    """Runs 2-3 of the best External system, once step 4's single runs have named it."""
+    return [Job("tune", best_system, tuner, k) for k in (2, 3)]
 
 
 # --------------------------------------------------------------------------- the record
@@ -310,6 +349,9 @@ class Study:
             (5000 if (self.corpus / "train.align").is_file() else 0)
         self.port = args.port
         self.best = args.best
+        self.dev_lines = getattr(args, "dev_lines", 0)
+        self.decoder = getattr(args, "decoder", "moses")
+        self.tune_threads = getattr(args, "tune_threads", 1)
         self.lock = threading.Lock()
         # One lock per model, so a job whose model is ready (or another model) never waits for
         # an unrelated training run (session 15: a core sat idle for 9 min of the hybrid's
@@ -505,6 +547,17 @@ class Study:
         self.mark("ours-lexical", **took)
         self.log(f"ours: lexical table {took['wall_seconds']:.0f} s wall, {took['cpu_seconds']:.0f} s CPU, "
                  f"peak {took['peak_mb']} MB")
+
+    def tune_text(self, lang: str) -> Path:
+        """What the tuner decodes: all of dev, or its first --dev-lines lines (dev's tables are
+        filtered for all of it, so a prefix needs no tables of its own)."""
+        if not self.dev_lines:
+            return self.text("dev", lang)
+        path = self.cdir / f"dev{self.dev_lines}.{lang}"
+        if not path.is_file():
+            _atomic_write(path, "".join(l + "\n" for l in lines_of(self.text("dev", lang))[:self.dev_lines])
+                          .encode("utf-8"))
+        return path
 
     def filtered_ini(self, subset: str) -> Path:
         return self.work / "filtered" / subset / "moses.ini"
@@ -772,9 +825,9 @@ class Study:
         if mert.exists() and not cont:
             shutil.rmtree(mert)
         dev_ini = self.system_ini(system, "dev")
-        cmd = ["perl", self.scripts / "training" / "mert-moses.pl", self.text("dev", SRC), self.text("dev", TGT),
-               self.bin / "moses", dev_ini, "--mertdir", self.mertdir(), "--working-dir", mert,
-               "--no-filter-phrase-table", "--nbest", str(NBEST), "--decoder-flags", "-threads 1",
+        cmd = ["perl", self.scripts / "training" / "mert-moses.pl", self.tune_text(SRC), self.tune_text(TGT),
+               self.bin / self.decoder, dev_ini, "--mertdir", self.mertdir(), "--working-dir", mert,
+               "--no-filter-phrase-table", "--nbest", str(NBEST), "--decoder-flags", f"-threads {self.tune_threads}",
                *METHODS[job.method]]
         if cont:
             cmd.append("--continue")
@@ -785,14 +838,18 @@ class Study:
         iterations = len(list(mert.glob("run*.moses.ini")))
         shutil.copyfile(mert / "moses.ini", d / "tuned.ini")
         info = {"seconds": round(secs, 1), "iterations": iterations, "continued": cont,
-                **dev_bleu(mert, self.text("dev", TGT))}
+                "tune_sentences": count_lines(self.tune_text(SRC)), "decoder": self.decoder,
+                "threads": self.tune_threads, **dev_bleu(mert, self.tune_text(TGT))}
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
 
-    def translate(self, ini: Path, subset: str, out: Path, log: Path) -> float:
-        """Decode a subset's source side with one ini, one thread; returns wall seconds."""
-        with open(self.text(subset, SRC), "rb") as fin, open(out, "wb") as fout, open(log, "wb") as ferr:
-            return self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+    def translate(self, ini: Path, subset: str | Path, out: Path, log: Path, decoder: str = "moses",
+                  threads: int = 1) -> float:
+        """Decode a subset's source side (or a source file) with one ini; returns wall seconds."""
+        source = subset if isinstance(subset, Path) else self.text(subset, SRC)
+        with open(source, "rb") as fin, open(out, "wb") as fout, open(log, "wb") as ferr:
+            return self.run([self.bin / decoder, "-f", ini, "-threads", str(threads)],
+                            stdin=fin, stdout=fout, stderr=ferr)
 
     def decode(self, job: Job, system: System, d: Path, subset: str) -> None:
         if (d / f"{subset}.json").is_file():
@@ -842,6 +899,44 @@ def build_system(study: Study) -> None:
     for subset in ("dev", "test"):
         study.filter_tables(subset)
     study.ours_table()
+
+
+def decode_probe(study: Study, n: int, limits: list[int], decoders: list[tuple[str, int]]) -> str:
+    """What one decode of dev costs before anything is tuned (issue 29 step 3): the first N dev
+    sentences with Lexical and the ini's untuned weights, per distortion limit and decoder
+    (binary, threads). Decides the decoder and whether all of dev can be tuned on; tuned
+    weights decode at a similar speed (the beam, not the weights, sets the cost)."""
+    from benchmarks.moses_system import decode
+
+    d = study.work / "probe"
+    d.mkdir(parents=True, exist_ok=True)
+    head = d / f"dev-head{n}.{SRC}"
+    head.write_text("".join(line + "\n" for line in lines_of(study.text("dev", SRC))[:n]), encoding="utf-8")
+    n_dev = count_lines(study.text("dev", SRC))
+    rows = ["| decoder | threads | distortion limit | s/sent (decode wall, loading excluded) | load | "
+            f"one dev decode ({n_dev} sentences), min |", "|---|---|---|---|---|---|"]
+    path = d / "probe.json"
+    results = json.loads(path.read_text()) if path.is_file() else {}
+    for dl in limits:
+        sections = read_ini(study.system_ini(SYSTEMS["lexical"], "dev"))
+        sections["distortion-limit"] = [str(dl)]
+        ini = d / f"lexical.dl{dl}.ini"
+        write_ini(ini, sections)
+        for decoder, threads in decoders:
+            key = f"{decoder}-t{threads}-dl{dl}-n{n}"
+            if key not in results:
+                run = decode(study.bin / decoder, ini, head, threads=threads, timeout=6 * 3600)
+                if run.returncode != 0:
+                    raise RuntimeError(f"{decoder} failed on {ini}: {run.stderr[-2000:]}")
+                results[key] = {"decode_wall": round(run.decode_wall, 2), "cpu_seconds": round(run.cpu_seconds, 1),
+                                "sentences": len(run.lines), "load": round(os.getloadavg()[0], 2),
+                                "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+                _atomic_write(path, (json.dumps(results, indent=1) + "\n").encode())
+                study.log(f"probe {key}: {run.decode_wall:.0f} s decoding")
+            r = results[key]
+            per = r["decode_wall"] / n
+            rows.append(f"| {decoder} | {threads} | {dl} | {per:.3f} | {r['load']} | {per * n_dev / 60:.1f} |")
+    return "\n".join(rows) + "\n"
 
 
 def classify(study: Study, models: list[str]) -> str:
@@ -1172,7 +1267,8 @@ def table(study: Study, jobs: list[Job]) -> str:
     out = []
     secs_of: dict[str, float] = {}
     quiet_of: dict[tuple[str, str], float] = {}      # re-timed s/sent of a system's runs, by tuner
-    for subset, title in (("test", "ja-en test (500 sentences)"),
+    n_test = count_lines(study.text("test", TGT)) if study.text("test", TGT).is_file() else 0
+    for subset, title in (("test", f"{study.corpus.name} test ({n_test} sentences)"),
                           ("heldout", f"held-out last {study.heldout} pairs of train")):
         if not (study.text(subset, TGT)).is_file():
             continue
@@ -1243,6 +1339,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="build the system, then train these models (default: "
                         f"{','.join(CLASSIFY_MODELS)}) and score them against Moses's table on every phrase "
                         "pair of the test set (needs the test set's gold alignment: a corpus aligned here)")
+    p.add_argument("--decode-probe", metavar="N:LIMITS",
+                   help="build the system, then decode the first N dev sentences with Lexical's untuned weights "
+                        "at each distortion limit (e.g. 200:6,12,20) with each of --probe-decoders")
+    p.add_argument("--probe-decoders", default="mosesx1,mosesx2,moses2x2", metavar="BINxTHREADS,...",
+                   help="decoders of --decode-probe (default mosesx1,mosesx2,moses2x2)")
+    p.add_argument("--limit", type=int, default=LIMIT,
+                   help=f"distortion limit of every system, on a corpus with test articles of its own (default {LIMIT})")
+    p.add_argument("--tuner", choices=["mert", "pro"], default="mert",
+                   help="the study's tuner there, after Lexical's first MERT and PRO runs (default mert)")
+    p.add_argument("--best-system", help="the best External system (e.g. svm-S6-dl20): adds its runs 2-3 to that plan")
+    p.add_argument("--dev-lines", type=int, default=0,
+                   help="tune on the first N lines of dev (default 0: all of it)")
+    p.add_argument("--decoder", choices=["moses", "moses2"], default="moses", help="decoder the tuner runs")
+    p.add_argument("--tune-threads", type=int, default=1, help="decoder threads of each tuning run (default 1)")
     p.add_argument("--system-only", action="store_true",
                    help="only build the system (alignment, LM, tables, filtered tables, our example store and "
                         "lexical table), each step measured, and print what it cost")
@@ -1285,6 +1395,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.classify and (Path(args.corpus) / "train.align").is_file():
         p.error("--classify scores the test set's gold orientations: it needs a corpus aligned here "
                 "(one shipped without train.align, such as ja-en-kyoto)")
+    if args.decode_probe:
+        n, limits = args.decode_probe.split(":")
+        decoders = [(d.split("x")[0], int(d.split("x")[1])) for d in args.probe_decoders.split(",")]
+        build_system(study)
+        text = decode_probe(study, int(n), [int(x) for x in limits.split(",")], decoders)
+        (study.work / "probe.md").write_text(text, encoding="utf-8")
+        print(text)
+        return 0
     if args.system_only or args.classify:
         try:
             build_system(study)
@@ -1296,12 +1414,21 @@ def main(argv: list[str] | None = None) -> int:
             study.stop_server()
         print(system_summary(study))
         return 0
-    jobs = plan(args.best)
+    if study.heldout:
+        full_plan = plan(args.best)
+    else:
+        systems_at(args.limit)
+        full_plan = articles_plan(args.best, args.limit, args.tuner)
+        if args.best_system:
+            if args.best_system not in SYSTEMS or SYSTEMS[args.best_system].kind != "external":
+                p.error(f"--best-system: no External system named {args.best_system}")
+            full_plan += goal_runs(args.best_system, args.tuner)
+    jobs = list(full_plan)
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
         jobs = [j for j in jobs if any(j.key.startswith(w) for w in wanted)]
     study.prepare_corpus()                  # the table's references; the record's corpus
-    study.restore_recorded(plan(args.best))
+    study.restore_recorded(full_plan)
     if args.plan:
         for j in jobs:
             print(f"{j.key:36} {'done' if study.finished(j) else 'tuned' if study.tuned(j) else '-'}")
@@ -1327,7 +1454,7 @@ def main(argv: list[str] | None = None) -> int:
             run_jobs(study, jobs, args.jobs, args.max_jobs)
         finally:
             study.stop_server()
-    text = table(study, plan(args.best))
+    text = table(study, full_plan)
     (study.work / "table.md").write_text(text, encoding="utf-8")
     print(text)
     return 0

@@ -303,3 +303,28 @@ def test_an_unaligned_corpus_is_aligned_once_with_dev_and_test_then_split(tmp_pa
     assert took["cpu_seconds"] > 0 and took["peak_mb"] > 0
     # the record is named by the files as shipped (.xz), with nothing held out
     assert study.record.dir.name.startswith("kyoto-like-") and study.record.dir.name.endswith("-heldout0")
+
+
+def test_articles_plan_tunes_lexical_with_both_tuners_first_then_one_tuner_at_the_chosen_limit():
+    jobs = study_mod.articles_plan("nb-bayes-S9", 20, "pro")
+    keys = [j.key for j in jobs]
+    assert keys[:2] == ["tune:lexical-dl20:mert1", "tune:lexical-dl20:pro1"]
+    assert keys[2:] == ["tune:lexical-dl20:pro2", "tune:lexical-dl20:pro3", "tune:none-dl20:pro1",
+                        "tune:svm-S6-dl20:pro1", "tune:svm-S6+lexical-dl20:pro1", "tune:nb-bayes-S9-dl20:pro1"]
+    assert all(j.kind == "tune" for j in jobs)              # no held-out slice on such a corpus
+    for j in jobs:                                            # every system exists, at the plan's limit
+        system = study_mod.SYSTEMS[j.system]
+        assert system.distortion_limit == 20
+        assert system.name == "lexical-dl20" or system.baseline == "lexical-dl20" or system.kind != "external"
+    beside = study_mod.SYSTEMS["svm-S6+lexical-dl20"]
+    assert beside.with_lexical and beside.base == "svm-S6" and "limit 20" in beside.label
+    assert study_mod.SYSTEMS["svm-S6-dl12"].distortion_limit == 12      # ja-en's systems unchanged
+    assert [j.key for j in study_mod.goal_runs("svm-S6+lexical-dl20", "pro")] == [
+        "tune:svm-S6+lexical-dl20:pro2", "tune:svm-S6+lexical-dl20:pro3"]
+
+
+def test_tuning_on_a_dev_prefix_writes_its_first_lines(study):
+    study.dev_lines = 7
+    study.cdir.mkdir(parents=True, exist_ok=True)
+    (study.cdir / "dev.en").write_text("".join(f"line {i}\n" for i in range(20)), encoding="utf-8")
+    assert study.tune_text("en").read_text(encoding="utf-8").splitlines() == [f"line {i}" for i in range(7)]
