@@ -901,6 +901,27 @@ def build_system(study: Study) -> None:
     study.ours_table()
 
 
+def extra_test(study: Study, jobs: list[Job], directory: Path) -> str:
+    """Issue 29 step 6: decode another test set (DIRECTORY/test.{ja,en}) with every finished
+    tuning run's weights and give it the study's table, bootstrap included, so anyone can check
+    the figures on other text. Tables are filtered for it as for test; decodes are kept in each
+    run's directory (not in the record), so a second call only decodes runs finished since."""
+    subset = f"extra-{directory.resolve().name}"
+    for lang in (SRC, TGT):
+        if not study.text(subset, lang).is_file():
+            copy_text(directory / f"test.{lang}", study.text(subset, lang))
+    if count_lines(study.text(subset, SRC)) != count_lines(study.text(subset, TGT)):
+        raise RuntimeError(f"{directory}: test.{SRC} and test.{TGT} differ in length")
+    study.filter_tables(subset)
+    for job in jobs:
+        if job.kind == "tune" and study.finished(job):
+            system = SYSTEMS[job.system]
+            study.prepare_system(system)
+            study.decode(job, system, study.run_dir(job), subset)
+    n = count_lines(study.text(subset, TGT))
+    return table(study, [], [(subset, f"{directory} ({n} sentences)")])
+
+
 def decode_probe(study: Study, n: int, limits: list[int], decoders: list[tuple[str, int]]) -> str:
     """What one decode of dev costs before anything is tuned (issue 29 step 3): the first N dev
     sentences with Lexical and the ini's untuned weights, per distortion limit and decoder
@@ -1263,13 +1284,14 @@ def fmt_runs(values: list[float]) -> str:
     return f"{mean:.2f} ± {statistics.stdev(values):.2f} ({' / '.join(f'{v:.1f}' for v in values)})"
 
 
-def table(study: Study, jobs: list[Job]) -> str:
+def table(study: Study, jobs: list[Job], subsets: list[tuple[str, str]] | None = None) -> str:
+    """The Markdown table of every finished run, per test set (default: test and held-out)."""
     out = []
     secs_of: dict[str, float] = {}
     quiet_of: dict[tuple[str, str], float] = {}      # re-timed s/sent of a system's runs, by tuner
     n_test = count_lines(study.text("test", TGT)) if study.text("test", TGT).is_file() else 0
-    for subset, title in (("test", f"{study.corpus.name} test ({n_test} sentences)"),
-                          ("heldout", f"held-out last {study.heldout} pairs of train")):
+    for subset, title in subsets or (("test", f"{study.corpus.name} test ({n_test} sentences)"),
+                                     ("heldout", f"held-out last {study.heldout} pairs of train")):
         if not (study.text(subset, TGT)).is_file():
             continue
         rows, _ = score_rows(study, subset)
@@ -1366,6 +1388,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="comma-separated job keys or prefixes to run (e.g. tune:lexical:mert1)")
     p.add_argument("--max-jobs", type=int, help="start at most this many jobs in this invocation")
     p.add_argument("--table", action="store_true", help="only print the table of what has finished")
+    p.add_argument("--extra-test", metavar="DIR",
+                   help="only decode DIR/test.{ja,en} with every finished run's tuned weights and print its table "
+                        "(BLEU, chrF, paired bootstrap against the baseline)")
     p.add_argument("--plan", action="store_true", help="only print the jobs in order and their state")
     p.add_argument("--retime", type=int, metavar="ROUNDS",
                    help="only re-decode the finished test sets of --retime-systems and their baselines, "
@@ -1437,6 +1462,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(sweep_distortion(study, [int(x) for x in args.sweep_distortion.split(",")],
                                    args.sweep_runs.split(",")))
+        finally:
+            study.stop_server()
+        return 0
+    if args.extra_test:
+        try:
+            print(extra_test(study, jobs, Path(args.extra_test)))
         finally:
             study.stop_server()
         return 0
