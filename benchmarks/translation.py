@@ -620,6 +620,20 @@ class Study:
         self.log(f"store: extracted the training slice in {took['wall_seconds']:.0f} s "
                  f"({took['cpu_seconds']:.0f} s CPU, peak {took['peak_mb']} MB)")
 
+    def build_features(self, spec: str) -> None:
+        """The store's feature matrix for SPEC, measured on its own (training then reads the
+        cache): what the features stage costs at the corpus's scale, apart from the solver's."""
+        with self.store_lock:
+            step = f"features-{spec.replace(',', '+')}"
+            if self.done(step):
+                return
+            with open(self.work / f"{step}.log", "wb") as log:
+                took = self.measure(self.python("training.cli", "features", "--store", self.store, "--features", spec,
+                                                "--quiet"), cwd=REPO, stdout=log, stderr=log)
+            self.mark(step, **took)
+            self.log(f"features {spec}: {took['wall_seconds']:.0f} s wall, {took['cpu_seconds']:.0f} s CPU, "
+                     f"peak {took['peak_mb']} MB")
+
     def model_path(self, name: str) -> Path:
         return self.work / "models" / name / "1" / "model.mrw"
 
@@ -634,6 +648,8 @@ class Study:
                 return
             self.build_store()
             base = SYSTEMS[name]
+            if base.family != "lexical":
+                self.build_features(base.features)
             tmp = self.work / "modelfiles" / f"{name}.mrw"
             tmp.parent.mkdir(parents=True, exist_ok=True)
             cmd = self.python("training.cli", "train", "--family", base.family, "--features", base.features,
@@ -1028,6 +1044,10 @@ def system_summary(study: Study) -> str:
         row(f"train-model.perl: {what}", took)
     row("moses-reorder extract (hier-msd store)", mark("store"))
     row("moses-reorder lexical", mark("ours-lexical"))
+    for path in sorted(state.glob("features-*.done")):
+        row(f"moses-reorder features {path.name[9:-5].replace('+', ',')}", json.loads(path.read_text()))
+    for path in sorted(state.glob("model-*.done")):
+        row(f"moses-reorder train {path.name[6:-5]}", json.loads(path.read_text()))
     corpus = mark("corpus")
     head = f"corpus: {corpus.get('train')} training pairs, dev {corpus.get('dev')}, test {corpus.get('test')}"
     if study.done("store"):
