@@ -1093,9 +1093,12 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
     bleu = BLEU(tokenize="none", force=True)
     out = ["| run | " + " | ".join(f"limit {dl}" for dl in limits) + " |",
            "|---|" + "---|" * len(limits)]
-    heldout = "".join(line + "\n" for line in lines_of(study.corpus / "train.align")[-study.heldout:])
-    jumps = longest_jumps(*parse_links(heldout.encode("utf-8"), study.corpus / "train.align"))
-    out.append(f"| held-out pairs whose word order needs a longer jump ({len(jumps)} pairs, gold alignment) | "
+    if study.heldout:
+        gold, where = lines_of(study.corpus / "train.align")[-study.heldout:], "held-out"
+    else:                  # test articles aligned with the training text (align_corpus)
+        gold, where = lines_of(study.cdir / "test.align"), "test"
+    jumps = longest_jumps(*parse_links("".join(line + "\n" for line in gold).encode("utf-8"), where))
+    out.append(f"| {where} pairs whose word order needs a longer jump ({len(jumps)} pairs, gold alignment) | "
                + " | ".join(f"{100 * np.mean(jumps > dl):.1f}%" for dl in limits) + " |")
     for spec in runs:
         name, run = spec.split(":")
