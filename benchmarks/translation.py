@@ -1091,7 +1091,7 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
 
     refs = lines_of(study.text("test", TGT))
     bleu = BLEU(tokenize="none", force=True)
-    out = ["| run | " + " | ".join(f"limit {dl}" for dl in limits) + " |",
+    out = ["| run: BLEU (decode s/sent, -threads 1) | " + " | ".join(f"limit {dl}" for dl in limits) + " |",
            "|---|" + "---|" * len(limits)]
     if study.heldout:
         gold, where = lines_of(study.corpus / "train.align")[-study.heldout:], "held-out"
@@ -1117,7 +1117,10 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
                 tmp = sweep / f".test.dl{dl}.out"
                 study.translate(ini, "test", tmp, sweep / f"test.dl{dl}.log")
                 os.replace(tmp, hyp)
-            cells.append(f"{bleu.corpus_score(lines_of(hyp), [refs]).score:.2f}")
+            took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
+                                                 (sweep / f"test.dl{dl}.log").read_bytes())]
+            cells.append(f"{bleu.corpus_score(lines_of(hyp), [refs]).score:.2f} "
+                         f"({sum(took) / max(1, len(took)):.2f} s/sent)")
             study.log(f"sweep {spec} limit {dl}: BLEU {cells[-1]}")
         out.append(f"| {system.label}, {METHOD_LABEL[run.rstrip('0123456789')]} run {run[-1]} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
