@@ -7,6 +7,8 @@ phrase table of train offers it, up to 20 target phrases per source span):
 
 - in-phrase alignment points per extracted phrase pair (max, 99.99th percentile): what
   `--max-align-points` (server.options.ServeOptions.max_align_points) must allow;
+- tokens per source sentence (train and test): what `--max-source-tokens` must allow;
+- bytes per request and per phrase pair: what `--max-message-mb` must allow (issue 31);
 - per request: pairs and the upper bound of feature keys (training.features.templates.
   key_bounds) under S7, S9 (ANOVA d=2 over alignments + context 1) and S15 (context 3):
   what `--max-keys` must allow;
@@ -54,8 +56,19 @@ def main() -> int:
           f"99.99% {np.percentile(points, 99.99):.0f}, 99% {np.percentile(points, 99):.0f}, "
           f"mean {points.mean():.2f}  (server default --max-align-points {default('max_align_points')})")
 
-    requests = [batch_from_request_arrays(**arrays_from_message(pb.ScoreRequest.FromString(raw)))
-                for raw in build_requests(args.corpus, args.work)]
+    raws = build_requests(args.corpus, args.work)
+    requests = [batch_from_request_arrays(**arrays_from_message(pb.ScoreRequest.FromString(raw))) for raw in raws]
+    sizes = np.array([len(raw) for raw in raws])
+    n_pairs = np.array([b.n_pairs for b in requests])
+    lengths = np.array([len(line.split()) for split in ("train", "test")
+                        for line in (args.corpus / f"{split}.ja").read_text(encoding="utf-8").splitlines()])
+    print(f"source sentence tokens (ja-en train + test, {lengths.shape[0]} sentences): max {lengths.max()}, "
+          f"99.99% {np.percentile(lengths, 99.99):.0f}  (server default --max-source-tokens "
+          f"{default('max_source_tokens')})")
+    print(f"request bytes: max {sizes.max()}, mean {sizes.mean():.0f}; bytes per pair {sizes.sum() / n_pairs.sum():.1f}"
+          f" (so --max-pairs {default('max_pairs')} such pairs take "
+          f"{default('max_pairs') * sizes.sum() / n_pairs.sum() / 2**20:.1f} MiB; server default --max-message-mb "
+          f"{default('max_message_mb')})")
     pairs = np.array([b.n_pairs for b in requests])
     req_points = max(int(np.diff(b.align_offsets).max()) for b in requests if b.n_pairs)
     print(f"requests (ja-en test sentences): {len(requests)}; pairs per request: max {pairs.max()}, "

@@ -80,7 +80,7 @@ class ScoringServer:
             self.repository, metrics=self.metrics,
             cache=ResultCache(options.cache_size, options.cache_mb * 1024 * 1024),
             limits=ScoreLimits(max_pairs=options.max_pairs, max_align_points=options.max_align_points,
-                               max_keys=options.max_keys),
+                               max_keys=options.max_keys, max_source_tokens=options.max_source_tokens),
             enable_admin=options.enable_admin, on_reload=_signal_supervisor if options.notify_reload else None)
         self._server: grpc.Server | None = None
         self.port: int | None = None
@@ -126,10 +126,12 @@ class ScoringServer:
         max_bytes = o.max_message_mb * 1024 * 1024
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=o.threads, thread_name_prefix="rpc"),
+            maximum_concurrent_rpcs=o.max_concurrent_rpcs,
             options=[
                 ("grpc.so_reuseport", 1 if o.reuse_port else 0),
+                # Only requests are the client's choice: answers are bounded by --max-pairs x
+                # outputs (200,000 x 8 floats = 6.4 MB) and keep gRPC's unlimited default.
                 ("grpc.max_receive_message_length", max_bytes),
-                ("grpc.max_send_message_length", max_bytes),
             ],
         )
         server.add_generic_rpc_handlers((self.service.generic_handler(),))
@@ -162,7 +164,8 @@ class ScoringServer:
                   models=str(o.models),
                   loaded={s.name: list(s.loaded_versions) for s in self.repository.snapshots()},
                   admin=o.enable_admin, cache_size=o.cache_size, cache_mb=o.cache_mb, max_pairs=o.max_pairs,
-                  max_align_points=o.max_align_points, max_keys=o.max_keys)
+                  max_align_points=o.max_align_points, max_keys=o.max_keys, max_source_tokens=o.max_source_tokens,
+                  max_message_mb=o.max_message_mb, max_concurrent_rpcs=o.max_concurrent_rpcs, threads=o.threads)
         if not any(s.loaded for s in self.repository.snapshots()):
             log_event(logging.WARNING, "no_model_loaded", models=str(o.models),
                       why="health is NOT_SERVING until a model version loads")

@@ -63,7 +63,10 @@ class VersionNotLoaded(ScoringError):
 
 
 class RequestTooLarge(ScoringError):
-    """RESOURCE_EXHAUSTED: over the server's --max-pairs or message size."""
+    """RESOURCE_EXHAUSTED: over one of the server's request limits (--max-pairs,
+    --max-source-tokens, --max-align-points, --max-keys, --max-message-mb), or the server
+    already holds --max-concurrent-rpcs calls (details "Concurrent RPC limit exceeded!":
+    busy, try later or another replica)."""
 
 
 class Unavailable(ScoringError):
@@ -71,7 +74,8 @@ class Unavailable(ScoringError):
 
 
 class DeadlineExceeded(ScoringError):
-    """DEADLINE_EXCEEDED: no answer within the call's timeout."""
+    """DEADLINE_EXCEEDED: no answer within the call's timeout (or the server saw that a
+    Score could not finish in the time left and did not start it)."""
 
 
 ERRORS = {

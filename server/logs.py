@@ -1,9 +1,9 @@
 """Structured logs for the scoring service: one JSON object per line on stderr.
 
 Operators grep and ship these lines, so every record carries a stable `event` name and
-its facts as fields (model, version, path, error), never only prose. Lifecycle events
-and failures are logged; successful requests are not (metrics count them), so logging
-never sits on the hot path.
+its facts as fields (model, version, path, error), never only prose. Lifecycle events,
+failures and refused calls are logged (the refusals at a bounded rate: `RefusalLog`);
+successful requests are not (metrics count them), so logging never sits on the hot path.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -59,3 +60,31 @@ def configure_logging(level: str = "info", stream=None) -> logging.Logger:
 def log_event(level: int, event: str, exc_info: bool = False, **fields: Any) -> None:
     """Log `event` with its fields (the JSON formatter flattens them into the line)."""
     get_logger().log(level, event, exc_info=exc_info, extra={"fields": fields})
+
+
+class RefusalLog:
+    """Logs refused calls (`request_refused`: method, code, why), at most `per_second` lines
+    a second for each (method, code): a client flooding bad requests must not flood the
+    log. The lines left out are counted and the next line logged for that pair says how
+    many (`suppressed`); the metrics count every call regardless."""
+
+    def __init__(self, per_second: int = 10):
+        self.per_second = per_second
+        self._lock = threading.Lock()
+        self._windows: dict[tuple[str, str], list] = {}  # (method, code) -> [second, logged, suppressed]
+
+    def refused(self, method: str, code: str, why: str) -> None:
+        now = int(time.monotonic())
+        with self._lock:
+            window = self._windows.setdefault((method, code), [now, 0, 0])
+            if window[0] != now:
+                window[0], window[1] = now, 0
+            if window[1] >= self.per_second:
+                window[2] += 1
+                return
+            window[1] += 1
+            suppressed, window[2] = window[2], 0
+        fields = {"method": method, "code": code, "why": why}
+        if suppressed:
+            fields["suppressed"] = suppressed
+        log_event(logging.WARNING, "request_refused", **fields)

@@ -24,6 +24,9 @@ class ServerMetrics:
         r = self.registry
         self.requests = Counter("moses_reorder_requests", "RPCs answered, by method and status code",
                                 ["method", "code"], registry=r)
+        self.received = Counter("moses_reorder_received", "RPCs that arrived, by method (answered or not: "
+                                "minus requests = refused by --max-concurrent-rpcs or in flight)",
+                                ["method"], registry=r)
         self.pairs = Counter("moses_reorder_pairs", "Phrase pairs scored (cache hits included)",
                              ["model"], registry=r)
         self.latency = Histogram("moses_reorder_request_seconds", "RPC handling time in the server",

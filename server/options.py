@@ -22,6 +22,13 @@ class ServeOptions:
     port: int = 50051
     workers: int = 1
     threads: int = 4
+    # RPCs one process holds at once, running or waiting for one of the --threads (gRPC's
+    # maximum_concurrent_rpcs; health and reflection calls count too). One more is
+    # refused at once with RESOURCE_EXHAUSTED instead of queueing. A waiting call costs
+    # no parsing memory (gRPC reads its message when a thread takes it) and one whose
+    # deadline passed while it waited is not started. 32 = 8 per thread: a Moses run with
+    # up to 32 decoder threads on one server process never sees a refusal.
+    max_concurrent_rpcs: int = 32
     poll_seconds: float = 10.0
     enable_admin: bool = False
     metrics_port: int | None = None
@@ -31,7 +38,16 @@ class ServeOptions:
     tls_key: Path | None = None
     # Limits of one Score request (each refused with RESOURCE_EXHAUSTED naming the field).
     max_pairs: int = 200_000
-    max_message_mb: int = 16
+    # Tokens of the source sentence. Moses reads sentences of any length, but its
+    # phrase-based search is meant for sentences of tens of words; 4,096 is far above
+    # any real one and keeps a sentence's per-token work and memory small.
+    max_source_tokens: int = 4096
+    # The largest request. A request costs the server about 24 times its size while it is
+    # parsed and validated (8 x 16 MiB requests at 4 threads: +1.5 GiB peak RSS at cbd7ba5,
+    # benchmarks/serve_hostile.py), so this sets memory: 4 threads x 24 x 4 MiB ~ 0.4 GiB.
+    # 4 MiB holds --max-pairs real ja-en phrase pairs (12-13 bytes each: 2.6 MB) and
+    # is 290 times the largest real ja-en request (14 KB; benchmarks/request_limits.py).
+    max_message_mb: int = 4
     # Alignment points of one pair (duplicates count). Moses extracts phrases of at most
     # 7 words a side by default, so a pair has at most 7 x 7 = 49 points; the 1.6 million
     # pairs extracted from ja-en train have at most 10 (benchmarks/request_limits.py).

@@ -11,9 +11,16 @@ all checked before the work they bound), the cache and metrics, and must not com
 itself. A request is scored in slices of about SLICE_KEYS keys, and between slices the
 handler stops when its client is gone or the server's shutdown grace period is over.
 
-Every handler runs inside `_guarded`: whatever goes wrong in one call becomes a status
-code for that call (INTERNAL naming only the exception type for the unexpected; the details
-and any server path go to the log, never to a client), never a dead server.
+Every handler runs inside `_guarded`, and every RPC takes raw bytes (no gRPC deserializer,
+whose failure would be an uncounted, unlogged INTERNAL "Exception deserializing
+request!": issue 31). The guard refuses an admin RPC while admin is off before reading
+anything, refuses a call whose deadline passed while it waited for a thread, then parses
+(`parse_request`: INVALID_ARGUMENT naming the message, field and byte); Score parses
+itself, after its cache lookup, with the same function, and does not start scoring a
+request that cannot finish before its deadline (`_check_time_left`). Whatever goes wrong in one call
+becomes a status code for that call (INTERNAL naming only the exception type for the
+unexpected; the details and any server path go to the log, never to a client), counted
+under its method and code, never a dead server. Refusals are logged at a bounded rate.
 """
 
 from __future__ import annotations
@@ -27,16 +34,17 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from training.errors import InputError
 from training.modelfile.request import ARRAY_FIELDS, batch_from_request_arrays
 
 from server.api import SERVICE_NAME, pb
 from server.cache import ResultCache
-from server.logs import log_event
+from server.logs import RefusalLog, log_event
 from server.metrics import ServerMetrics
 from server.repository import ModelRepository, ModelSnapshot, ServedModel, UnknownModel, VersionNotLoaded
+from server.wire import locate_decode_error
 
 _PROBABILITIES_TAG = bytes([(4 << 3) | 2])  # ScoreResponse.probabilities, length-delimited
 # Score works through a request in slices of consecutive pairs of about this many feature
@@ -53,6 +61,17 @@ class RpcFailure(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def parse_request(raw: bytes, message_type: type[Message]) -> Message:
+    """Request bytes -> message; bytes that are not one are INVALID_ARGUMENT naming the
+    message and, where the wire format allows, the field and byte that are wrong."""
+    try:
+        return message_type.FromString(raw)
+    except DecodeError as exc:
+        name = message_type.DESCRIPTOR.name
+        why = locate_decode_error(raw, message_type.DESCRIPTOR) or str(exc).rpartition(": ")[2]
+        raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, f"request: not a valid {name}: {why}") from None
 
 
 def arrays_from_message(request: pb.ScoreRequest) -> dict:
@@ -107,6 +126,24 @@ def model_info(snapshot: ModelSnapshot, served: ServedModel | None) -> pb.ModelI
     return info
 
 
+class _CountingHandler(grpc.GenericRpcHandler):
+    """The service's methods, counting every call that arrives (`received`). gRPC asks
+    this before it applies --max-concurrent-rpcs, and a call it refuses there never reaches
+    a handler: received minus answered (`requests`) is what was refused at the door or is
+    still in flight."""
+
+    def __init__(self, handlers: dict[str, grpc.RpcMethodHandler], metrics: ServerMetrics):
+        self._handlers = {f"/{SERVICE_NAME}/{name}": (name, h) for name, h in handlers.items()}
+        self._metrics = metrics
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        found = self._handlers.get(handler_call_details.method)
+        if found is None:
+            return None
+        self._metrics.received.labels(found[0]).inc()
+        return found[1]
+
+
 @dataclass(frozen=True)
 class ScoreLimits:
     """What one Score request may cost (defaults: server.options.ServeOptions). Checked in
@@ -115,6 +152,7 @@ class ScoreLimits:
     max_pairs: int
     max_align_points: int  # per pair; duplicates count
     max_keys: int          # upper bound of feature keys of the whole request (key_bounds)
+    max_source_tokens: int  # the sentence; checked with the pairs, before any per-token work
     slice_keys: int = SLICE_KEYS
 
 
@@ -130,6 +168,10 @@ class ReorderingService:
         self.enable_admin = enable_admin
         self.on_reload = on_reload  # e.g. tell sibling worker processes to rescan too
         self._cancel_all = threading.Event()
+        self.refusals = RefusalLog()
+        # keys/s of the fastest Score of at least one slice so far (0 = none yet): Score's
+        # estimate of whether a deadline can be met errs towards starting the work
+        self.fastest_keys_per_second = 0.0
 
     def cancel_in_flight(self) -> None:
         """Every running Score stops at its next slice (the server's grace period is over)."""
@@ -137,34 +179,43 @@ class ReorderingService:
 
     # -- wiring --------------------------------------------------------------------------
     def generic_handler(self) -> grpc.GenericRpcHandler:
+        """Every method takes raw bytes and parses inside its guard (module docstring)."""
+        def method(name: str, handler: Callable, request_type: type[Message] | None, admin: bool = False):
+            # Score (request_type None) parses itself and returns serialized bytes.
+            serializer = None if request_type is None else (lambda message: message.SerializeToString())
+            return grpc.unary_unary_rpc_method_handler(self._guarded(name, handler, request_type, admin),
+                                                       response_serializer=serializer)
+
         handlers = {
-            # Score takes and returns bytes: no (de)serializer, see the module docstring.
-            "Score": grpc.unary_unary_rpc_method_handler(self._guarded("Score", self.score)),
-            "GetModel": grpc.unary_unary_rpc_method_handler(
-                self._guarded("GetModel", self.get_model),
-                request_deserializer=pb.GetModelRequest.FromString,
-                response_serializer=pb.ModelInfo.SerializeToString),
-            "ListModels": grpc.unary_unary_rpc_method_handler(
-                self._guarded("ListModels", self.list_models),
-                request_deserializer=pb.ListModelsRequest.FromString,
-                response_serializer=pb.ListModelsResponse.SerializeToString),
-            "Reload": grpc.unary_unary_rpc_method_handler(
-                self._guarded("Reload", self.reload),
-                request_deserializer=pb.ReloadRequest.FromString,
-                response_serializer=pb.ReloadResponse.SerializeToString),
+            "Score": method("Score", self.score, None),
+            "GetModel": method("GetModel", self.get_model, pb.GetModelRequest),
+            "ListModels": method("ListModels", self.list_models, pb.ListModelsRequest),
+            "Reload": method("Reload", self.reload, pb.ReloadRequest, admin=True),
         }
-        return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+        return _CountingHandler(handlers, self.metrics)
 
-    def _guarded(self, method: str, handler: Callable) -> Callable:
+    def _guarded(self, method: str, handler: Callable, request_type: type[Message] | None,
+                 admin: bool) -> Callable:
         metrics = self.metrics
+        refusals = self.refusals
 
-        def call(request, context: grpc.ServicerContext):
+        def call(raw: bytes, context: grpc.ServicerContext):
             started = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
+                if admin and not self.enable_admin:
+                    raise RpcFailure(grpc.StatusCode.PERMISSION_DENIED,
+                                     f"{method} is an admin RPC; start the server with --enable-admin to allow it")
+                if context.time_remaining() <= 0 or not context.is_active():  # it waited past its deadline
+                    expired = context.time_remaining() <= 0
+                    raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED,
+                                     f"{'deadline passed' if expired else 'client cancelled'} before the server "
+                                     f"could start this {method} call")
+                request = raw if request_type is None else parse_request(raw, request_type)
                 return handler(request, context)
             except RpcFailure as failure:
                 code = failure.code
+                refusals.refused(method, code.name, failure.message)
                 context.abort(failure.code, failure.message)
             except Exception as exc:  # never let one request take the server down
                 code = grpc.StatusCode.INTERNAL
@@ -201,10 +252,7 @@ class ReorderingService:
             hit = self._cached(digest)
             if hit is not None:
                 return hit
-        try:
-            request = pb.ScoreRequest.FromString(raw)
-        except DecodeError as exc:
-            raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, f"request: not a ScoreRequest ({exc})") from None
+        request = parse_request(raw, pb.ScoreRequest)
         served = self._resolve(self._snapshot(request.model), request.version)  # held to the end
         limits = self.limits
         n_pairs = len(request.span_start)
@@ -212,6 +260,11 @@ class ReorderingService:
             raise RpcFailure(grpc.StatusCode.RESOURCE_EXHAUSTED,
                              f"span_start: {n_pairs} phrase pairs exceed the server's limit of "
                              f"{limits.max_pairs} per request (--max-pairs)")
+        n_source = len(request.source)
+        if n_source > limits.max_source_tokens:
+            raise RpcFailure(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                             f"source: {n_source} tokens exceed the server's limit of {limits.max_source_tokens} "
+                             "per sentence (--max-source-tokens)")
         try:
             batch = batch_from_request_arrays(**arrays_from_message(request))
         except InputError as exc:
@@ -231,11 +284,17 @@ class ReorderingService:
                              f"keys under the model's features ({served.model.spec}); the server's limit is "
                              f"{limits.max_keys} per request (--max-keys): send fewer pairs per request")
 
+        self._check_time_left(context, n_pairs, int(bounds[-1]))
+
         def keep_going() -> bool:  # asked between slices of pairs
             remaining = context.time_remaining()
             return not self._cancel_all.is_set() and context.is_active() and (remaining is None or remaining > 0)
 
+        started = time.perf_counter()
         probabilities = served.model.predict_proba_sliced(batch, bounds, limits.slice_keys, keep_going)
+        if probabilities is not None and bounds[-1] >= limits.slice_keys:  # long enough to time
+            self.fastest_keys_per_second = max(self.fastest_keys_per_second,
+                                               float(bounds[-1]) / max(time.perf_counter() - started, 1e-9))
         if probabilities is None:  # nobody is waiting for the answer any more
             reason = "the server is shutting down" if self._cancel_all.is_set() else \
                 "deadline passed or call cancelled"
@@ -249,6 +308,20 @@ class ReorderingService:
             self.metrics.cache_bytes.set(self.cache.nbytes)
         self.metrics.pairs.labels(served.name).inc(n_pairs)
         return body
+
+    def _check_time_left(self, context: grpc.ServicerContext, n_pairs: int, keys: int) -> None:
+        """A Score that cannot finish before its deadline even at the fastest speed this
+        server has scored at (keys counted before extraction, an upper bound) is not
+        started: DEADLINE_EXCEEDED now, rather than work cut off at the deadline."""
+        rate = self.fastest_keys_per_second
+        if not rate:
+            return  # nothing timed yet: no estimate
+        needs, left = keys / rate, context.time_remaining()
+        if needs > left:
+            raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED,
+                             f"not started: these {n_pairs} phrase pairs expand to up to {keys} feature keys, "
+                             f"{needs:.2f} s of work at the fastest this server has scored ({rate / 1e6:.1f}M keys/s), "
+                             f"and the deadline leaves {left:.2f} s")
 
     def _cached(self, digest: bytes) -> bytes | None:
         """The stored answer to these exact request bytes, if the version that made it is
@@ -276,9 +349,7 @@ class ReorderingService:
         return pb.ListModelsResponse(models=[model_info(s, s.newest) for s in self.repository.snapshots()])
 
     def reload(self, request: pb.ReloadRequest, context: grpc.ServicerContext) -> pb.ReloadResponse:
-        if not self.enable_admin:
-            raise RpcFailure(grpc.StatusCode.PERMISSION_DENIED,
-                             "Reload is an admin RPC; start the server with --enable-admin to allow it")
+        """Admin only: the guard refuses it, before parsing, unless --enable-admin."""
         try:
             snapshots = self.repository.scan(request.model or None)
         except UnknownModel as exc:

@@ -53,6 +53,8 @@ def register(subparsers) -> None:
                    help="give worker i its own port (PORT+i) instead of sharing one; clients then balance "
                         "every RPC with round_robin over the addresses")
     flag("threads", int, "RPC threads per process")
+    flag("max-concurrent-rpcs", int, "RPCs a process holds at once, running or waiting for a thread; one more "
+                                     "is refused at once (RESOURCE_EXHAUSTED)")
     flag("poll-seconds", float, "rescan the repository every S seconds (0 = never)")
     p.add_argument("--enable-admin", action="store_true", help="allow the Reload RPC")
     flag("metrics-port", int, "serve Prometheus /metrics on this port", shown="off")
@@ -61,11 +63,13 @@ def register(subparsers) -> None:
          shown="plaintext")
     flag("tls-key", Path, "PEM private key of --tls-cert", shown="none")
     flag("max-pairs", int, "refuse requests with more phrase pairs (RESOURCE_EXHAUSTED)")
+    flag("max-source-tokens", int, "refuse a request whose source sentence has more tokens (RESOURCE_EXHAUSTED)")
     flag("max-align-points", int, "refuse a request with a phrase pair of more alignment points "
                                   "(RESOURCE_EXHAUSTED; a pair of 7-word phrases has at most 49)")
     flag("max-keys", int, "refuse a request whose pairs expand to more feature keys, counted before "
                           "extraction (RESOURCE_EXHAUSTED; bounds ANOVA d=2 feature sets)")
-    flag("max-message-mb", int, "largest request/response in MiB")
+    flag("max-message-mb", int, "largest request in MiB; a request costs about 24 times its size in memory "
+                                "while it is read")
     flag("cache-size", int, "result-cache entries per process (one per distinct request; 0 = off)")
     flag("cache-mb", int, "result-cache size per process in MiB of stored answers (0 = off)")
     flag("keep-versions", int, "newest loadable versions kept loaded per model, for pinned clients")
@@ -79,7 +83,7 @@ def register(subparsers) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     for name in ("workers", "threads", "max_pairs", "max_message_mb", "keep_versions", "max_align_points",
-                 "max_keys"):
+                 "max_keys", "max_source_tokens", "max_concurrent_rpcs"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     for name in ("cache_size", "cache_mb"):
@@ -150,7 +154,8 @@ def _worker_argv(args: argparse.Namespace, port: int, ready_fd: int) -> list[str
     """The worker's command line: this one's options, its port, and how to report ready."""
     argv = [sys.executable, "-m", "training.cli", "serve",
             "--models", str(args.models), "--host", args.host, "--port", str(port),
-            "--threads", str(args.threads), "--poll-seconds", str(args.poll_seconds),
+            "--threads", str(args.threads), "--max-concurrent-rpcs", str(args.max_concurrent_rpcs),
+            "--poll-seconds", str(args.poll_seconds), "--max-source-tokens", str(args.max_source_tokens),
             "--max-pairs", str(args.max_pairs), "--max-message-mb", str(args.max_message_mb),
             "--max-align-points", str(args.max_align_points), "--max-keys", str(args.max_keys),
             "--cache-size", str(args.cache_size), "--cache-mb", str(args.cache_mb),

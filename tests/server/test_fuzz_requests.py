@@ -1,11 +1,14 @@
-"""Fuzzed Score requests: every answer is a deliberate status, never INTERNAL, never a crash.
+"""Fuzzed requests to every RPC: every answer is a deliberate status, never INTERNAL, never a crash.
 
 Specification: whatever arrays a client sends (random lengths, offsets, spans, token
 indices, alignment points, random bytes as the token table, bytes that are not a
 protobuf at all, a good request with one byte changed), the server answers OK with one
 row per pair, INVALID_ARGUMENT with a message naming a ScoreRequest field, or the
 status of a lookup or limit (NOT_FOUND, FAILED_PRECONDITION, RESOURCE_EXHAUSTED); and it
-keeps answering a good request afterwards.
+keeps answering a good request afterwards. GetModel, ListModels and Reload get random
+bytes and good requests with one byte changed (issue 31): each answer is OK, INVALID_ARGUMENT
+naming the request message, NOT_FOUND or FAILED_PRECONDITION, and with admin off Reload
+is PERMISSION_DENIED whatever its bytes.
 """
 
 from __future__ import annotations
@@ -76,3 +79,46 @@ def test_fuzzed_requests_get_deliberate_answers(repo_root, corpus_keys, test_sen
         garbage()
         flipped()
         assert srv.stub.Score(good).version == 1
+
+
+OTHER_RPCS = {"GetModel": pb.GetModelRequest(model="m", version=1), "ListModels": pb.ListModelsRequest(),
+              "Reload": pb.ReloadRequest(model="m")}
+
+
+def test_fuzzed_bytes_to_the_other_rpcs_get_deliberate_answers(repo_root, corpus_keys):
+    write_test_model(model_path(repo_root, "m", 1), corpus_keys)
+    for admin in (True, False):
+        with running_server(repo_root, enable_admin=admin) as srv:
+            registry = srv.server.metrics.registry
+
+            def check(method: str, payload: bytes) -> None:
+                try:
+                    srv.channel.unary_unary(f"/{SERVICE_NAME}/{method}")(payload, timeout=30)
+                except grpc.RpcError as exc:
+                    if method == "Reload" and not admin:
+                        assert exc.code() == grpc.StatusCode.PERMISSION_DENIED, (exc.code(), exc.details())
+                        return
+                    assert exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                                          grpc.StatusCode.FAILED_PRECONDITION), (exc.code(), exc.details())
+                    if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                        assert f"not a valid {method}Request" in exc.details() or "model" in exc.details(), \
+                            exc.details()
+
+            @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+            @given(st.sampled_from(sorted(OTHER_RPCS)), st.binary(max_size=48))
+            def garbage(method, data):
+                check(method, data)
+
+            @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+            @given(st.sampled_from(sorted(OTHER_RPCS)), st.integers(0, 100), st.integers(0, 255))
+            def flipped(method, position, value):
+                data = bytearray(OTHER_RPCS[method].SerializeToString() or b"\x00")
+                data[position % len(data)] = value
+                check(method, bytes(data))
+
+            garbage()
+            flipped()
+            for method in OTHER_RPCS:
+                assert (registry.get_sample_value("moses_reorder_requests_total",
+                                                  {"method": method, "code": "INTERNAL"}) or 0) == 0
+            assert srv.stub.GetModel(pb.GetModelRequest(model="m")).version == 1

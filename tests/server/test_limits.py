@@ -102,7 +102,7 @@ def test_sliced_scoring_answers_exactly_what_one_pass_does(repo_root, corpus_key
     request = tiled_request(score_request(test_sentences[1], "s9"), 40)
     with running_server(repo_root, max_message_mb=64) as srv:
         srv.server.service.limits = ScoreLimits(max_pairs=10 ** 6, max_align_points=64, max_keys=10 ** 9,
-                                                slice_keys=97)  # many small slices
+                                                max_source_tokens=4096, slice_keys=97)  # many small slices
         got = probabilities(srv.stub.Score(request))
     from training.modelfile.model import load_model
     from training.modelfile.request import batch_from_request_arrays
