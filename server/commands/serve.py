@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 
 
 def register(subparsers) -> None:
@@ -81,14 +81,20 @@ def _check(args: argparse.Namespace) -> None:
     for name in ("workers", "threads", "max_pairs", "max_message_mb", "keep_versions", "max_align_points",
                  "max_keys"):
         if getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     for name in ("cache_size", "cache_mb"):
         if getattr(args, name) < 0:
-            raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if not args.models.is_dir():
         raise InputError("model repository root is not a directory (--models)", args.models)
+    from training.modelfile.layout import nested_repository
+
+    nested = nested_repository(args.models)
+    if nested is not None:
+        raise UsageError(f"no <name>/<version>/model.mrw here, but {nested} is a model repository: "
+                         f"did you mean --models {nested}?", args.models)
     if (args.tls_cert is None) != (args.tls_key is None):
-        raise InputError("--tls-cert and --tls-key go together (the certificate and its private key)")
+        raise UsageError("--tls-cert and --tls-key go together (the certificate and its private key)")
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
         if path is not None and not path.is_file():
             raise InputError(f"not a readable file ({flag})", path)

@@ -35,6 +35,14 @@ def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path,
     assert "| nb-map | S6 |" in printed and "| lexical (baseline: Moses's own) |" in printed
     [report] = (out / "reports").glob("report-*.md")
     assert report.read_text(encoding="utf-8") in printed
+    # a reader's words, not internal spellings: the baseline's features, the held-out share
+    assert "| lexical (baseline: Moses's own) | pair |" in printed and "context=0" not in printed
+    assert "`pair` is the phrase-pair identity" in printed
+    assert "Held out: last 10% of sentences (60 of 600)" in printed
+    # model paths are relative to the folder report.md is in
+    assert "| nb-map | tanaka-600-nb-map, 1 | `models/tanaka-600-nb-map/1/model.mrw` |" in printed
+    assert (out / "models/tanaka-600-nb-map/1/model.mrw").is_file()
+    assert "demo corpus" not in printed  # only the embedded corpus's report says it is a demo
     # it ends with what decoding needs: the serve command and the moses.ini line of the first family's model
     assert f"moses-reorder serve --models {out / 'models'} --port 50051" in printed
     assert printed.rstrip().endswith(
@@ -115,6 +123,34 @@ def test_a_store_of_another_corpus_is_never_overwritten(small_corpus, tmp_path, 
     assert (out / "store" / "store.json").read_bytes() == before
 
 
+def test_the_embedded_corpus_report_says_its_figures_are_a_demo(tmp_path):
+    result = run_pipeline(EMBEDDED_CORPUS, tmp_path / "demo", families=["lexical"],
+                          moses_type="wbe-msd-backward-fe", log=lambda line: None)
+    assert "This is the embedded 3,000-pair demo corpus" in result["report"]
+    assert "79.5% against the table's 67.6%" in result["report"]
+
+
+def test_a_positional_corpus_points_to_the_corpus_option(tmp_path, capsys):
+    assert main(["pipeline", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert f"--corpus {tmp_path}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_corpus_file_says_the_corpus_is_a_directory(small_corpus, tmp_path, capsys):
+    assert main(["pipeline", "--corpus", str(small_corpus / "train.ja"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--corpus must be a directory" in err and "train.ja/train.ja" not in err
+
+
+def test_pipeline_help_lists_the_families(capsys):
+    from training.families import FAMILIES
+
+    with pytest.raises(SystemExit):
+        main(["pipeline", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(name in text for name in FAMILIES) and "known: dual-mlr, hybrid" in text
+
+
 def test_missing_corpus_file_names_it(tmp_path, capsys):
     (tmp_path / "train.ja").write_text("a\n", encoding="utf-8")
     assert main(["pipeline", "--corpus", str(tmp_path), "--out", str(tmp_path / "out")]) == 3
@@ -153,7 +189,9 @@ def test_refused_input_leaves_no_out_directory(small_corpus, tmp_path, capsys, p
     else:
         corpus = tmp_path / "empty-corpus"
         corpus.mkdir()
-    assert main(["pipeline", "--corpus", str(corpus), "--out", str(out), *extra]) == 3
+    # a misused option is a usage error (2), like argparse's own; bad data is 3
+    expected = 2 if problem in ("unknown family", "unknown features") else 3
+    assert main(["pipeline", "--corpus", str(corpus), "--out", str(out), *extra]) == expected
     err = capsys.readouterr().err
     assert {"bad alignment": "train.align", "unknown family": "no-such-family", "unknown features": "S99",
             "missing file": "train.ja"}[problem] in err
@@ -174,8 +212,9 @@ def test_report_explains_itself_and_a_second_run_keeps_the_first(small_corpus, t
     for column in ("**Acc.**", "**Log-loss**", "**ECE**", "**P / R / F1 X**", "**Acc. seen / unseen**",
                    "**Time (s)**"):
         assert column in report
-    for row in first["rows"]:
-        assert f"`{row['published']}`" in report and Path(row["published"]).is_file()
+    for row in first["rows"]:  # model paths relative to OUT, where report.md is
+        relative = Path(row["published"]).relative_to(out)
+        assert f"`{relative}`" in report and (out / relative).is_file()
     assert f"moses-reorder serve --models {out / 'models'} --port 50051" in report
     assert "ExternalReordering name=LexicalReordering0 num-features=6 type=wbe-msd-bidirectional-fe" in report
     first_file = Path(first["report_path"])
