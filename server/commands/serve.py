@@ -10,7 +10,7 @@ all workers so each rescans the repository, and on SIGTERM/SIGINT forwards SIGTE
 drains its in-flight requests before exiting. SO_REUSEPORT balances connections, not
 RPCs: a client with one channel stays on one worker. `--port-per-worker` is the
 alternative: worker i listens on PORT+i and a client balances every RPC with gRPC's
-client-side `round_robin` over the addresses (README, "Serving on several cores").
+client-side `round_robin` over the addresses (docs/serving.md, "Several cores").
 
 This module parses arguments and manages processes; it must not touch models or RPCs
 (server.app does), and it keeps its imports light so `moses-reorder --help` stays fast.

@@ -35,14 +35,6 @@ def test_pipeline_publishes_servable_models_and_a_report(small_corpus, tmp_path,
     assert "| nb-map | S6 |" in printed and "| lexical (baseline: Moses's own) |" in printed
     [report] = (out / "reports").glob("report-*.md")
     assert report.read_text(encoding="utf-8") in printed
-    # a reader's words, not internal spellings: the baseline's features, the held-out share
-    assert "| lexical (baseline: Moses's own) | pair |" in printed and "context=0" not in printed
-    assert "`pair` is the phrase-pair identity" in printed
-    assert "Held out: last 10% of sentences (60 of 600)" in printed
-    # model paths are relative to the folder report.md is in
-    assert "| nb-map | tanaka-600-nb-map, 1 | `models/tanaka-600-nb-map/1/model.mrw` |" in printed
-    assert (out / "models/tanaka-600-nb-map/1/model.mrw").is_file()
-    assert "demo corpus" not in printed  # only the embedded corpus's report says it is a demo
     # it ends with what decoding needs: the serve command and the moses.ini line of the first family's model
     assert f"moses-reorder serve --models {out / 'models'} --port 50051" in printed
     assert printed.rstrip().endswith(
@@ -121,6 +113,43 @@ def test_a_store_of_another_corpus_is_never_overwritten(small_corpus, tmp_path, 
     assert code == 3
     assert "another corpus" in capsys.readouterr().err
     assert (out / "store" / "store.json").read_bytes() == before
+
+
+@pytest.fixture(scope="module")
+def nb_map_run(small_corpus, tmp_path_factory) -> tuple[Path, str]:
+    """One pipeline run (nb-map and the baseline) whose report the next tests read."""
+    out = tmp_path_factory.mktemp("report") / "run"
+    result = run_pipeline(small_corpus, out, families=["nb-map", "lexical"], moses_type="wbe-msd-bidirectional-fe",
+                          log=lambda line: None)
+    return out, result["report"]
+
+
+def test_the_report_names_the_baseline_features_as_a_reader_writes_them(nb_map_run):
+    out, report = nb_map_run
+    assert "| lexical (baseline: Moses's own) | pair |" in report and "context=0" not in report
+    assert "`pair` is the phrase-pair identity" in report
+
+
+def test_the_report_gives_the_heldout_share_as_a_percentage(nb_map_run):
+    out, report = nb_map_run
+    assert "Held out: last 10% of sentences (60 of 600)" in report
+
+
+def test_the_report_gives_model_paths_relative_to_its_folder(nb_map_run):
+    out, report = nb_map_run
+    assert "| nb-map | tanaka-600-nb-map, 1 | `models/tanaka-600-nb-map/1/model.mrw` |" in report
+    assert (out / "models/tanaka-600-nb-map/1/model.mrw").is_file() and (out / "report.md").is_file()
+    assert "demo corpus" not in report  # only the embedded corpus's report says it is a demo
+
+
+def test_the_report_and_inspect_give_one_training_time(nb_map_run):
+    from training.commands.inspect import training_lines
+
+    out, report = nb_map_run
+    training = load_model(out / "models/tanaka-600-nb-map/1/model.mrw").metadata["training"]
+    seconds = training["train_seconds"]  # fit + calibration
+    assert f"| nb-map | S6 | {seconds:.1f} |" in report
+    assert f"{seconds:.1f} s to fit and calibrate" in training_lines(training)[0]
 
 
 def test_the_embedded_corpus_report_says_its_figures_are_a_demo(tmp_path):

@@ -183,7 +183,7 @@ def pipeline_report(run: dict[str, Any]) -> str:
                    f"`{_relative(published, out_dir)}` |")
     out += ["", f"Moses's lexicalized table: `{_relative(Path(run['table']), out_dir)}`", "", "## Next", "",
             "Serve the models:", "", f"    {run['serve']}", "",
-            "and point Moses's ExternalReordering feature at one of them (README, \"Moses\"), in moses.ini:", "",
+            "and point Moses's ExternalReordering feature at one of them (docs/moses.md), in moses.ini:", "",
             "    [feature]", f"    {run['moses_ini_line']}", "",
             "    [distortion-limit]", f"    {run['distortion_limit']}", "",
             run["distortion_advice"], ""]
