@@ -12,7 +12,8 @@ just stopped (TIME_WAIT) do not block a restart.
 The supervisor then keeps the port with a bound (never listening) SO_REUSEPORT socket
 for its workers. Between its probe and that bind another server could slip in; two
 moses-reorder supervisors starting at once are serialised by an flock on a per-port lock
-file (in the temp directory), so the second one's probe sees the first one's reservation.
+file (in the temp directory, removed when the reservation is made), so the second one's probe
+sees the first one's reservation.
 
 Stdlib only: server/commands/serve.py imports this in the supervisor, which never loads gRPC.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import os
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -86,13 +88,25 @@ def check_port_free(host: str, port: int) -> None:
 
 @contextlib.contextmanager
 def _port_lock(port: int) -> Iterator[None]:
+    """Hold the port's lock file while probing and reserving; the holder removes the file
+    before unlocking, so none is left behind. A waiter that then locks a removed file (its
+    inode no longer at the path) opens the path again."""
     path = Path(tempfile.gettempdir()) / f"moses-reorder-port-{port}.lock"
-    with open(path, "a") as f:
+    while True:
+        f = open(path, "a")
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            same = path.stat().st_ino == os.fstat(f.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        f.close()
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        f.close()  # releases the lock
 
 
 def reserve_shared_port(host: str, port: int) -> socket.socket:

@@ -30,6 +30,15 @@ class InputError(MosesReorderError):
         super().__init__(where + message)
 
 
+class UsageError(InputError):
+    """A misused option: an unknown family, type or feature set, a value out of range, options
+    that do not go together. Exit code 2, as argparse's own usage errors, so a script can tell
+    "the command line is wrong" (2) from "the data is wrong" (3). A subclass of InputError, so
+    code that refuses bad input (the server's request checks) catches both."""
+
+    exit_code = 2
+
+
 class ModelFileError(MosesReorderError):
     """A weight file that is truncated, corrupt, foreign or from the future. Exit code 4."""
 

@@ -43,7 +43,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -67,7 +67,7 @@ def resolve_jobs(jobs: int | None) -> int:
     if jobs is None or jobs == 0:
         return available_cores()
     if jobs < 0:
-        raise InputError(f"--jobs must be >= 0 (0 = every core), got {jobs}")
+        raise UsageError(f"--jobs must be >= 0 (0 = every core), got {jobs}")
     return int(jobs)
 
 
@@ -93,10 +93,10 @@ def parse_memory(text: str | int) -> int:
     else:
         match = _SIZE.match(str(text))
         if not match:
-            raise InputError(f"--memory: not a size such as 4G or 512M: {text!r}")
+            raise UsageError(f"--memory: not a size such as 4G or 512M: {text!r}")
         value = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
     if value < 64 << 20:
-        raise InputError(f"--memory must be at least 64M, got {text!r}")
+        raise UsageError(f"--memory must be at least 64M, got {text!r}")
     return value
 
 

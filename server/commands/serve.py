@@ -10,7 +10,7 @@ all workers so each rescans the repository, and on SIGTERM/SIGINT forwards SIGTE
 drains its in-flight requests before exiting. SO_REUSEPORT balances connections, not
 RPCs: a client with one channel stays on one worker. `--port-per-worker` is the
 alternative: worker i listens on PORT+i and a client balances every RPC with gRPC's
-client-side `round_robin` over the addresses (README, "Serving on several cores").
+client-side `round_robin` over the addresses (docs/serving.md, "Several cores").
 
 This module parses arguments and manages processes; it must not touch models or RPCs
 (server.app does), and it keeps its imports light so `moses-reorder --help` stays fast.
@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 
 
 def register(subparsers) -> None:
@@ -85,14 +85,20 @@ def _check(args: argparse.Namespace) -> None:
     for name in ("workers", "threads", "max_pairs", "max_message_mb", "keep_versions", "max_align_points",
                  "max_keys", "max_source_tokens", "max_concurrent_rpcs"):
         if getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     for name in ("cache_size", "cache_mb"):
         if getattr(args, name) < 0:
-            raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if not args.models.is_dir():
         raise InputError("model repository root is not a directory (--models)", args.models)
+    from training.modelfile.layout import nested_repository
+
+    nested = nested_repository(args.models)
+    if nested is not None:
+        raise UsageError(f"no <name>/<version>/model.mrw here, but {nested} is a model repository: "
+                         f"did you mean --models {nested}?", args.models)
     if (args.tls_cert is None) != (args.tls_key is None):
-        raise InputError("--tls-cert and --tls-key go together (the certificate and its private key)")
+        raise UsageError("--tls-cert and --tls-key go together (the certificate and its private key)")
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
         if path is not None and not path.is_file():
             raise InputError(f"not a readable file ({flag})", path)

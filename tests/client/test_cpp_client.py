@@ -8,8 +8,9 @@ over two replicas, eight threads sharing one client; and, with no server, the in
 the features parse (feature_options.h). This test fails if any C++ test fails or is
 skipped.
 
-The build directory persists under the system temp dir (keyed by the checkout path),
-so only the first run pays for compiling the generated gRPC code.
+The build directory persists in the user's cache directory, ~/.cache/moses-reorder (keyed by
+the checkout path; MOSES_FF_BUILD_DIR overrides it), so only the first run pays for compiling
+the generated gRPC code, and nothing is left in the system temp directory.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -31,9 +31,15 @@ CLIENT = ROOT / "moses_ff" / "client"
 EXPECTED_TESTS = 17
 
 
+def user_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/moses-reorder (~/.cache/moses-reorder): where a kept build belongs, not
+    the system temp directory that other users and tmp cleaners share."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "moses-reorder"
+
+
 def _build_dir() -> Path:
     key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
-    return Path(os.environ.get("MOSES_FF_BUILD_DIR", Path(tempfile.gettempdir()) / f"moses-ff-client-{key}"))
+    return Path(os.environ.get("MOSES_FF_BUILD_DIR", user_cache_dir() / f"moses-ff-client-{key}"))
 
 
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -64,3 +70,12 @@ def test_cpp_client_suite_passes_against_the_real_server(tmp_path: Path, ja_en_d
     assert not failed, f"C++ tests failed: {failed}"
     assert not skipped, f"C++ tests skipped (fixture not seen?): {skipped}"
     assert len(results) == EXPECTED_TESTS, sorted(results)
+
+
+def test_the_kept_build_is_in_the_user_cache_not_the_temp_directory(monkeypatch) -> None:
+    import tempfile
+
+    monkeypatch.delenv("MOSES_FF_BUILD_DIR", raising=False)
+    build = _build_dir()
+    assert build.parent == user_cache_dir()
+    assert Path(tempfile.gettempdir()) not in build.parents

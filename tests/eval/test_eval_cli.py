@@ -108,7 +108,7 @@ def test_experiment_prints_the_study_table(corpus_dir, tmp_path, capsys):
     lines = [line for line in out.splitlines() if line.startswith("| ")]
     assert lines[0].startswith("| Family | Features | Time (s) | Acc. | P M | P S | P D | R M")
     assert [line.split(" | ")[0:2] for line in lines[1:]] == [
-        ["| lexical", "pair,context=0,anova=1"], ["| nb-bayes", "S2"], ["| nb-bayes", "S7"]]
+        ["| lexical", "pair"], ["| nb-bayes", "S2"], ["| nb-bayes", "S7"]]
     rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
     assert all(r["all"]["examples"] == r["seen"]["examples"] + r["unseen"]["examples"] for r in rows)
     assert (work / "models" / "nb-bayes-S7.mrw").exists()

@@ -85,7 +85,7 @@ def test_same_seed_same_file_contents(small_store, tmp_path):
 
 
 def test_bad_requests_are_refused_with_a_clear_message(small_store, tmp_path, capsys):
-    assert train(small_store, tmp_path / "m", "maxent", "--eps", "0.1") == 3
+    assert train(small_store, tmp_path / "m", "maxent", "--eps", "0.1") == 2  # usage
     assert "family maxent has no hyper-parameter eps" in capsys.readouterr().err
     code = cli_main(["train", "--family", "svm", "--features", "S7", "--type", "wbe-mslr-backward-fe",
                      "--store", str(small_store), "--out", str(tmp_path / "m"), "--quiet"])
@@ -115,3 +115,16 @@ def test_inspect_summarizes_the_training_history(small_store, tmp_path, capsys):
     assert cli_main(["inspect", "--json", str(out)]) == 0
     full = json.loads(capsys.readouterr().out)
     assert full["metadata"]["training"]["directions"]["backward"]["history"] == meta["directions"]["backward"]["history"]
+
+
+@pytest.mark.parametrize("option, value, named", [("--type", "hier-xyz-backward-fe", "unknown part 'xyz'"),
+                                                  ("--features", "S16", "S16"),
+                                                  ("--param", "solver=newton", "maxent solver 'newton'")])
+def test_a_misused_option_is_a_usage_error_exit_2(small_store, tmp_path, capsys, option, value, named):
+    """Exit 2 = the command line is wrong (as argparse's own errors), 3 = the data is (README)."""
+    args = {"--type": "wbe-msd-backward-fe", "--features": "S7"}
+    args[option] = value
+    code = cli_main(["train", "--family", "maxent", "--store", str(small_store), "--out", str(tmp_path / "m"),
+                     "--quiet", *[x for kv in args.items() for x in kv]])
+    assert code == 2 and named in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()

@@ -151,7 +151,7 @@ def test_npy_appender_copies_behind_a_header_that_outgrew_its_room(tmp_path, mon
 
 
 def test_cli_refuses_bad_spec(store_2k, capsys):
-    assert cli_main(["features", "--store", str(store_2k.path), "--features", "S16"]) == 3
+    assert cli_main(["features", "--store", str(store_2k.path), "--features", "S16"]) == 2  # usage
     assert "S16" in capsys.readouterr().err
 
 

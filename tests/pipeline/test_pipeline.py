@@ -115,6 +115,71 @@ def test_a_store_of_another_corpus_is_never_overwritten(small_corpus, tmp_path, 
     assert (out / "store" / "store.json").read_bytes() == before
 
 
+@pytest.fixture(scope="module")
+def nb_map_run(small_corpus, tmp_path_factory) -> tuple[Path, str]:
+    """One pipeline run (nb-map and the baseline) whose report the next tests read."""
+    out = tmp_path_factory.mktemp("report") / "run"
+    result = run_pipeline(small_corpus, out, families=["nb-map", "lexical"], moses_type="wbe-msd-bidirectional-fe",
+                          log=lambda line: None)
+    return out, result["report"]
+
+
+def test_the_report_names_the_baseline_features_as_a_reader_writes_them(nb_map_run):
+    out, report = nb_map_run
+    assert "| lexical (baseline: Moses's own) | pair |" in report and "context=0" not in report
+    assert "`pair` is the phrase-pair identity" in report
+
+
+def test_the_report_gives_the_heldout_share_as_a_percentage(nb_map_run):
+    out, report = nb_map_run
+    assert "Held out: last 10% of sentences (60 of 600)" in report
+
+
+def test_the_report_gives_model_paths_relative_to_its_folder(nb_map_run):
+    out, report = nb_map_run
+    assert "| nb-map | tanaka-600-nb-map, 1 | `models/tanaka-600-nb-map/1/model.mrw` |" in report
+    assert (out / "models/tanaka-600-nb-map/1/model.mrw").is_file() and (out / "report.md").is_file()
+    assert "demo corpus" not in report  # only the embedded corpus's report says it is a demo
+
+
+def test_the_report_and_inspect_give_one_training_time(nb_map_run):
+    from training.commands.inspect import training_lines
+
+    out, report = nb_map_run
+    training = load_model(out / "models/tanaka-600-nb-map/1/model.mrw").metadata["training"]
+    seconds = training["train_seconds"]  # fit + calibration
+    assert f"| nb-map | S6 | {seconds:.1f} |" in report
+    assert f"{seconds:.1f} s to fit and calibrate" in training_lines(training)[0]
+
+
+def test_the_embedded_corpus_report_says_its_figures_are_a_demo(tmp_path):
+    result = run_pipeline(EMBEDDED_CORPUS, tmp_path / "demo", families=["lexical"],
+                          moses_type="wbe-msd-backward-fe", log=lambda line: None)
+    assert "This is the embedded 3,000-pair demo corpus" in result["report"]
+    assert "79.5% against the table's 67.6%" in result["report"]
+
+
+def test_a_positional_corpus_points_to_the_corpus_option(tmp_path, capsys):
+    assert main(["pipeline", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert f"--corpus {tmp_path}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_corpus_file_says_the_corpus_is_a_directory(small_corpus, tmp_path, capsys):
+    assert main(["pipeline", "--corpus", str(small_corpus / "train.ja"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--corpus must be a directory" in err and "train.ja/train.ja" not in err
+
+
+def test_pipeline_help_lists_the_families(capsys):
+    from training.families import FAMILIES
+
+    with pytest.raises(SystemExit):
+        main(["pipeline", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(name in text for name in FAMILIES) and "known: dual-mlr, hybrid" in text
+
+
 def test_missing_corpus_file_names_it(tmp_path, capsys):
     (tmp_path / "train.ja").write_text("a\n", encoding="utf-8")
     assert main(["pipeline", "--corpus", str(tmp_path), "--out", str(tmp_path / "out")]) == 3
@@ -153,7 +218,9 @@ def test_refused_input_leaves_no_out_directory(small_corpus, tmp_path, capsys, p
     else:
         corpus = tmp_path / "empty-corpus"
         corpus.mkdir()
-    assert main(["pipeline", "--corpus", str(corpus), "--out", str(out), *extra]) == 3
+    # a misused option is a usage error (2), like argparse's own; bad data is 3
+    expected = 2 if problem in ("unknown family", "unknown features") else 3
+    assert main(["pipeline", "--corpus", str(corpus), "--out", str(out), *extra]) == expected
     err = capsys.readouterr().err
     assert {"bad alignment": "train.align", "unknown family": "no-such-family", "unknown features": "S99",
             "missing file": "train.ja"}[problem] in err
@@ -174,8 +241,9 @@ def test_report_explains_itself_and_a_second_run_keeps_the_first(small_corpus, t
     for column in ("**Acc.**", "**Log-loss**", "**ECE**", "**P / R / F1 X**", "**Acc. seen / unseen**",
                    "**Time (s)**"):
         assert column in report
-    for row in first["rows"]:
-        assert f"`{row['published']}`" in report and Path(row["published"]).is_file()
+    for row in first["rows"]:  # model paths relative to OUT, where report.md is
+        relative = Path(row["published"]).relative_to(out)
+        assert f"`{relative}`" in report and (out / relative).is_file()
     assert f"moses-reorder serve --models {out / 'models'} --port 50051" in report
     assert "ExternalReordering name=LexicalReordering0 num-features=6 type=wbe-msd-bidirectional-fe" in report
     first_file = Path(first["report_path"])

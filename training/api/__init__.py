@@ -55,14 +55,14 @@ def lexical_table(store_dir: str | os.PathLike, moses_type: str, out: str | os.P
                   scheduler: str | None = None, memory: str | int = defaults.MEMORY):
     """Moses's relative-frequency table of `moses_type` from a store, with bounded memory
     (`jobs` local processes, or the Dask cluster at `scheduler`); returns its TableSummary."""
-    from training.errors import InputError
+    from training.errors import UsageError
     from training.moses.table import build_table
     from training.moses.types import MosesType
     from training.store.examples import ExampleStore
 
     mtype = MosesType.parse(moses_type)
     if mtype.collapse:
-        raise InputError(f"type {moses_type}: collapseff is a decoder setting; the table is the same "
+        raise UsageError(f"type {moses_type}: collapseff is a decoder setting; the table is the same "
                          "as for allff, give the type without it")
     return build_table(ExampleStore.open(store_dir), mtype, out, smoothing=smoothing, jobs=jobs,
                        scheduler=scheduler, memory=memory)

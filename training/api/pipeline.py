@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.modelfile.layout import publish
 
 from training import defaults
@@ -31,6 +31,9 @@ class CorpusFiles:
 
     @classmethod
     def locate(cls, corpus: Path, src_lang: str, tgt_lang: str) -> "CorpusFiles":
+        if corpus.exists() and not corpus.is_dir():
+            raise UsageError(f"--corpus must be a directory (holding train.{src_lang}, train.{tgt_lang} and "
+                             "train.align), not a file", corpus)
         files = cls(corpus / f"train.{src_lang}", corpus / f"train.{tgt_lang}", corpus / "train.align")
         for path in (files.src, files.tgt, files.align):
             if not path.is_file():
@@ -129,7 +132,8 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
            "moses_type": str(mtype), "classes": list(mtype.classes), "directions": list(mtype.directions),
            "split": rows[0]["split"], "rows": rows, "models_root": str(models_root), "table": str(table),
            "serve": serve_command, "moses_ini_line": moses_feature_line(mtype, decoding),
-           "distortion_limit": jumps.recommend(), "distortion_advice": limit_advice(jumps)}
+           "distortion_limit": jumps.recommend(), "distortion_advice": limit_advice(jumps),
+           "embedded_corpus": str(defaults.EMBEDDED_CORPUS)}
     report, report_path = write_reports(out, run, started)
     return {"rows": rows, "report": report, "report_path": str(report_path), "index": str(out / REPORT_INDEX),
             "models_root": str(models_root), "table": str(table), "store": str(store_dir),
@@ -170,7 +174,7 @@ def write_reports(out: Path, run: dict[str, Any], started: datetime) -> tuple[st
 
 
 def moses_feature_line(mtype, model: str, server: str = defaults.SERVE_ADDRESS) -> str:
-    """The moses.ini [feature] line that decodes with a served model (README, "Moses")."""
+    """The moses.ini [feature] line that decodes with a served model (docs/moses.md)."""
     return (f"ExternalReordering name=LexicalReordering0 num-features={len(mtype.outputs)} type={mtype} "
             f"input-factor=0 output-factor=0 server={server} model={model}")
 

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from training import __version__
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training import defaults
 from training.families import get_family
 from training.features.spec import FeatureSpec
@@ -50,7 +50,7 @@ class SentenceSplit:
         """Held-out = the last `heldout_fraction` (training.eval.split); calibration = the last
         `calibration_fraction` of what remains; fit = the rest."""
         if not 0.0 <= calibration_fraction < 1.0:
-            raise InputError(f"--calibration-fraction must be in [0, 1), got {calibration_fraction}")
+            raise UsageError(f"--calibration-fraction must be in [0, 1), got {calibration_fraction}")
         heldout = heldout_sentences(n_sentences, heldout_fraction)
         train = np.flatnonzero(~heldout)
         n_cal = int(len(train) * calibration_fraction + 0.5)
@@ -159,7 +159,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     the feature stage (training.features.matrix.build_matrix); memory also sizes the
     dual solvers' chunks and compact copies (families that take a `memory` parameter)."""
     if blas_threads is not None and blas_threads < 1:
-        raise InputError(f"blas_threads must be a positive number of threads or None, got {blas_threads}")
+        raise UsageError(f"blas_threads must be a positive number of threads or None, got {blas_threads}")
     start = time.perf_counter()
     mtype = MosesType.parse(moses_type)
     cls = get_family(family)

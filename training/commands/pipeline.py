@@ -15,7 +15,16 @@ from training import defaults
 
 def run(args: argparse.Namespace) -> int:
     from training.api import run_pipeline
+    from training.errors import UsageError
 
+    if args.stray_corpus is not None:  # `pipeline DIR`: argparse alone would say "unrecognized arguments"
+        raise UsageError(f"the corpus is an option: moses-reorder pipeline --corpus {args.stray_corpus} ...")
+    if not args.quiet:
+        from training.jitcache import FIRST_RUN_NOTE, is_cold
+        from training.moses.extract import extract_block
+
+        if is_cold(extract_block):
+            print(f"pipeline: {FIRST_RUN_NOTE}", file=sys.stderr)
     families = None if args.families is None else [f.strip() for f in args.families.split(",") if f.strip()]
     result = run_pipeline(Path(args.corpus), Path(args.out), src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                           moses_type=args.type, features=args.features, families=families, name=args.name,
@@ -29,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from training.families import FAMILIES
+
     p = subparsers.add_parser(
         "pipeline", help="the main job: extract, Moses table, train every family, evaluate, publish",
         description="Extract phrase pairs with Moses's orientation classes, write Moses's lexicalized "
@@ -48,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--families",
                    help=f"comma-separated families, or all; the first is the one the printed moses.ini line "
                         f"decodes with (default: {','.join(defaults.PIPELINE_FAMILIES)}: the best measured on "
-                        "ja-en and Moses's own table as the baseline row)")
+                        f"ja-en and Moses's own table as the baseline row; known: {', '.join(sorted(FAMILIES))})")
+    p.add_argument("stray_corpus", nargs="?", help=argparse.SUPPRESS)  # a hint, not a way in: see run()
     p.add_argument("--name", help="model name prefix in the repository (default: the corpus directory's name)")
     p.add_argument("--max-phrase-length", type=whole_number(1), default=defaults.MAX_PHRASE_LENGTH,
                    help="maximum phrase length (default %(default)s)")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from training.corpus.pharaoh import parse_links
-from training.errors import InputError
+from training.errors import InputError, UsageError
 
 #: Spans are stored as int16, so no sentence may be longer than this.
 HARD_MAX_SENTENCE_LENGTH = 32767
@@ -249,7 +249,7 @@ def _check_alignment(links: np.ndarray, offsets: np.ndarray, path: Path, src_len
 
 def check_max_sentence_length(max_sentence_length: int) -> None:
     if not 1 <= max_sentence_length <= HARD_MAX_SENTENCE_LENGTH:
-        raise InputError(f"--max-sentence-length must be in 1..{HARD_MAX_SENTENCE_LENGTH} "
+        raise UsageError(f"--max-sentence-length must be in 1..{HARD_MAX_SENTENCE_LENGTH} "
                          f"(spans are stored as int16), got {max_sentence_length}")
 
 

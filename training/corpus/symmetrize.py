@@ -32,7 +32,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 
 # method name -> (grow, diagonal, final, both_uncovered); intersection/union are special.
 METHODS: dict[str, tuple[bool, bool, bool, bool]] = {
@@ -164,7 +164,7 @@ def symmetrize(src_lengths: np.ndarray, tgt_lengths: np.ndarray,
     matters for the final steps, where symal prefers `inverse`'s points.
     """
     if method not in METHODS:
-        raise InputError(f"unknown symmetrization {method!r}; choose from {', '.join(METHODS)}")
+        raise UsageError(f"unknown symmetrization {method!r}; choose from {', '.join(METHODS)}")
     src_len = np.ascontiguousarray(src_lengths, dtype=np.int64)
     tgt_len = np.ascontiguousarray(tgt_lengths, dtype=np.int64)
     if src_len.shape != tgt_len.shape or src_len.ndim != 1:

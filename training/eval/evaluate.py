@@ -323,7 +323,7 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
             "heldout_sentences": int(heldout.sum()),
             "heldout_examples": n_heldout,
             "seen_examples": n_seen,
-            "description": (f"last {fraction:g} of sentences ({int(heldout.sum()):,} of {store.n_sentences:,}), "
+            "description": (f"last {fraction * 100:g}% of sentences ({int(heldout.sum()):,} of {store.n_sentences:,}), "
                             f"{n_heldout:,} phrase pairs, {n_seen / max(n_heldout, 1):.1%} seen in training"),
         },
         "directions": {d: {name: summary_of_totals(t, mtype.classes) for name, t in totals[d].items()}

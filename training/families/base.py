@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.features.spec import FeatureSpec
 from training.families.solvers.sparse import check_Xy
 from training.probability import softmax
@@ -65,7 +65,7 @@ class ReorderingClassifier(ABC):
         accepted = cls.accepted_params()
         unknown = sorted(set(given) - accepted)
         if unknown:
-            raise InputError(f"family {cls.family} has no hyper-parameter {', '.join(unknown)} "
+            raise UsageError(f"family {cls.family} has no hyper-parameter {', '.join(unknown)} "
                              f"(it takes: {', '.join(sorted(accepted))})")
         params = {k: v for k, v in implied.items() if k in accepted and v is not None}
         params.update(given)
@@ -76,18 +76,18 @@ class ReorderingClassifier(ABC):
         """The feature set to train on for a type conditioned on `language` (f or fe)."""
         if cls.features_by_language is not None:
             if language not in cls.features_by_language:
-                raise InputError(f"family {cls.family} builds types conditioned on "
+                raise UsageError(f"family {cls.family} builds types conditioned on "
                                  f"{' or '.join(sorted(cls.features_by_language))}, not -{language}")
             own = cls.features_by_language[language]
             if given is not None:
                 if FeatureSpec.parse(given).name != FeatureSpec.parse(own).name:
-                    raise InputError(f"family {cls.family} with a -{language} type trains on --features "
+                    raise UsageError(f"family {cls.family} with a -{language} type trains on --features "
                                      f"{own} (the table's conditioning), not {given}")
             return own
         if given is not None:
             return given
         if cls.default_features is None:
-            raise InputError(f"--features is required for family {cls.family}")
+            raise UsageError(f"--features is required for family {cls.family}")
         return cls.default_features
 
     # ----- the estimator -----

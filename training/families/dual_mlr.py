@@ -40,7 +40,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
@@ -305,7 +305,7 @@ class DualMLR(ReorderingClassifier):
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "DualMLR":
         X, y, K = self.check_Xy(X, y)
         if self.step not in ("exact", "eg"):
-            raise InputError(f"dual-mlr: step must be 'exact' or 'eg', got {self.step!r}")
+            raise UsageError(f"dual-mlr: step must be 'exact' or 'eg', got {self.step!r}")
         exact = self.step == "exact"
         n, F = X.shape
         C, bias = float(self.C), float(self.bias)

@@ -39,7 +39,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.families.base import ReorderingClassifier
 from training.families.registry import get_family, register
 from training.families.solvers.sparse import decision_scores
@@ -112,7 +112,7 @@ class HybridBackoff(ReorderingClassifier):
     def _base_model(self) -> ReorderingClassifier:
         base = get_family(self.base)
         if base.link != "softmax" or base.features_by_language is not None or base.needs_pair_columns:
-            raise InputError(f"hybrid: base {self.base!r} must be a softmax-link classifier family "
+            raise UsageError(f"hybrid: base {self.base!r} must be a softmax-link classifier family "
                              "(maxent, dual-mlr, svm, nb-map)")
         return base.from_params(self.base_params, n_classes=self.n_classes, verbose=self.verbose)
 

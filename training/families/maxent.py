@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 from training.progress import progress
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
@@ -179,7 +179,7 @@ class MaxEnt(ReorderingClassifier):
     # -- fit -------------------------------------------------------------------------
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "MaxEnt":
         if self.solver not in SOLVERS:
-            raise InputError(f"maxent solver {self.solver!r}: expected one of {', '.join(SOLVERS)}")
+            raise UsageError(f"maxent solver {self.solver!r}: expected one of {', '.join(SOLVERS)}")
         X, y, K = self.check_Xy(X, y)
         n, F = X.shape
         self.history_ = []

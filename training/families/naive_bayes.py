@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
@@ -164,7 +164,7 @@ class MultinomialNBMap(_CountingNB):
 
     def _check_alpha(self) -> None:
         if not self.alpha > 1.0:
-            raise InputError(f"nb-map: alpha must be > 1 (eq. 10 MAP estimate), got {self.alpha}")
+            raise UsageError(f"nb-map: alpha must be > 1 (eq. 10 MAP estimate), got {self.alpha}")
 
     def _finish(self) -> None:
         super()._finish()
@@ -197,7 +197,7 @@ class MultinomialNBBayes(_CountingNB):
 
     def _check_alpha(self) -> None:
         if not self.alpha > 0.0:
-            raise InputError(f"nb-bayes: the Dirichlet alpha must be > 0, got {self.alpha}")
+            raise UsageError(f"nb-bayes: the Dirichlet alpha must be > 0, got {self.alpha}")
 
     def _finish(self) -> None:
         super()._finish()

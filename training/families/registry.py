@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 
 if TYPE_CHECKING:
     from training.families.base import ReorderingClassifier
@@ -32,4 +32,4 @@ def get_family(name: str) -> type["ReorderingClassifier"]:
     try:
         return FAMILIES[name]
     except KeyError:
-        raise InputError(f"unknown family {name!r} (known: {', '.join(sorted(FAMILIES))})") from None
+        raise UsageError(f"unknown family {name!r} (known: {', '.join(sorted(FAMILIES))})") from None

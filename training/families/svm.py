@@ -47,7 +47,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
@@ -220,7 +220,7 @@ class MulticlassSVM(ReorderingClassifier):
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "MulticlassSVM":
         if self.shrinking not in SHRINKING:
-            raise InputError(f"svm shrinking {self.shrinking!r}: expected one of {', '.join(SHRINKING)}")
+            raise UsageError(f"svm shrinking {self.shrinking!r}: expected one of {', '.join(SHRINKING)}")
         paper_shrink = self.shrinking == "paper"
         X, y, n_classes = self.check_Xy(X, y)
         n, F = X.shape

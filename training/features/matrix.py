@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from training import __version__
 from training.atomic import fsync_directory
 from training.features.batch import PairBatch, pair_slice
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.npyfile import NpyAppender
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
@@ -109,7 +109,7 @@ class FeatureVocab:
     def __init__(self, spec: FeatureSpec | str, threshold: int):
         self.spec = spec if isinstance(spec, FeatureSpec) else FeatureSpec.parse(spec)
         if threshold < 0:
-            raise InputError(f"threshold must be >= 0, got {threshold}")
+            raise UsageError(f"threshold must be >= 0, got {threshold}")
         self.threshold = int(threshold)
 
     def fit(self, batches: Iterable[PairBatch]) -> "FeatureVocab":

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import xlogy
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 
 
 def presence_counts(X: sp.csr_matrix, y: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +93,7 @@ class Selection:
         except ValueError:
             value = float("nan")
         if not 0.0 < value <= 1.0:
-            raise InputError(f"--select-nmi {text!r}: expected top-k:N, threshold:T, or a fraction in (0, 1]")
+            raise UsageError(f"--select-nmi {text!r}: expected top-k:N, threshold:T, or a fraction in (0, 1]")
         return cls("fraction", value)
 
     def __str__(self) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.features.hashing import hash_string
 
 TEMPLATES = ("words", "boundaries", "alignments", "pair", "source")
@@ -53,13 +53,13 @@ class FeatureSpec:
     def __post_init__(self) -> None:
         unknown = [t for t in self.templates if t not in TEMPLATES]
         if unknown:
-            raise InputError(f"feature spec: unknown template {unknown[0]!r} (expected one of {', '.join(TEMPLATES)})")
+            raise UsageError(f"feature spec: unknown template {unknown[0]!r} (expected one of {', '.join(TEMPLATES)})")
         if not self.templates and self.context == 0:
-            raise InputError("feature spec: no template and no context gives no features")
+            raise UsageError("feature spec: no template and no context gives no features")
         if not 0 <= self.context <= MAX_CONTEXT:
-            raise InputError(f"feature spec: context={self.context} (expected 0..{MAX_CONTEXT})")
+            raise UsageError(f"feature spec: context={self.context} (expected 0..{MAX_CONTEXT})")
         if self.anova not in ANOVA_DEGREES:
-            raise InputError(f"feature spec: anova={self.anova!r} (expected 1, 2 or le2)")
+            raise UsageError(f"feature spec: anova={self.anova!r} (expected 1, 2 or le2)")
         # Canonical template order, so equal specs print equally.
         object.__setattr__(self, "templates", tuple(t for t in TEMPLATES if t in self.templates))
 
@@ -74,7 +74,7 @@ class FeatureSpec:
         context, anova = 0, "1"
         items = [item.strip() for item in str(text).split(",") if item.strip()]
         if not items:
-            raise InputError("feature spec is empty (expected e.g. S7 or alignments,context=1)")
+            raise UsageError("feature spec is empty (expected e.g. S7 or alignments,context=1)")
         for item in items:
             named = _TABLE2.get(item.upper())
             if named is not None:
@@ -85,12 +85,12 @@ class FeatureSpec:
             elif item.startswith("context="):
                 value = item.partition("=")[2]
                 if not value.isdigit():
-                    raise InputError(f"feature spec {text!r}: {item!r} needs a number")
+                    raise UsageError(f"feature spec {text!r}: {item!r} needs a number")
                 context = int(value)
             elif item.startswith("anova="):
                 anova = {"<=2": "le2", "1|2": "le2"}.get(item.partition("=")[2], item.partition("=")[2])
             else:
-                raise InputError(f"feature spec {text!r}: unknown item {item!r} "
+                raise UsageError(f"feature spec {text!r}: unknown item {item!r} "
                                  f"(expected S1..S15, {', '.join(TEMPLATES)}, context=N, anova=1|2|le2)")
         return cls(tuple(dict.fromkeys(templates)), context, anova)
 

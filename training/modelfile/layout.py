@@ -42,6 +42,19 @@ def version_dirs(name_dir: Path) -> dict[int, Path]:
     return out
 
 
+def nested_repository(root: Path) -> Path | None:
+    """If ROOT holds no model version but one of its directories is a repository (the usual
+    slip: `serve --models OUT` for the pipeline's OUT/models), that directory; else None.
+    An empty ROOT is a repository still waiting for models, not a slip."""
+    names = model_dirs(root)
+    if any(version_dirs(d) for d in names.values()):
+        return None
+    for child in sorted(names.values()):
+        if any(version_dirs(d) for d in model_dirs(child).values()):
+            return child
+    return None
+
+
 def next_version(name_dir: Path) -> int:
     """One more than the highest version (1 for a new model)."""
     name_dir = Path(name_dir)

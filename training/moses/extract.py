@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.moses.types import EXTRACT_CLASSES
 
 KIND_CODES = {"wbe": 0, "phrase": 1, "hier": 2}
@@ -60,7 +60,7 @@ class ExtractModel:
         kind, _, orientation = text.partition("-")
         orientation = "mono" if orientation == "monotonicity" else orientation
         if kind not in KIND_CODES or orientation not in ORIENT_CODES:
-            raise InputError(f"--model {text!r}: expected {{wbe|phrase|hier}}-{{msd|mslr|mono}}, e.g. hier-msd")
+            raise UsageError(f"--model {text!r}: expected {{wbe|phrase|hier}}-{{msd|mslr|mono}}, e.g. hier-msd")
         return cls(kind, orientation)
 
     @property
@@ -83,7 +83,7 @@ def parse_models(names) -> tuple[ExtractModel, ...]:
         if model not in models:
             models.append(model)
     if not models:
-        raise InputError("at least one --model is needed")
+        raise UsageError("at least one --model is needed")
     return tuple(models)
 
 
@@ -370,7 +370,7 @@ def extract_sentences(corpus, models: tuple[ExtractModel, ...], first: int, stop
                       max_phrase_length: int = DEFAULT_MAX_PHRASE_LENGTH) -> tuple[np.ndarray, np.ndarray]:
     """Python entry: extract sentences [first, stop) of a training.corpus.reading.Corpus."""
     if max_phrase_length < 1:
-        raise InputError(f"--max-phrase-length must be at least 1, got {max_phrase_length}")
+        raise UsageError(f"--max-phrase-length must be at least 1, got {max_phrase_length}")
     capacity = 64 * max(stop - first, 1)
     return extract_block(corpus.src_offsets, corpus.tgt_offsets, corpus.align, corpus.align_offsets,
                          first, stop, max_phrase_length, model_table(models), capacity)

@@ -37,7 +37,7 @@ import numpy as np
 from training.features import templates as features
 from training.atomic import atomic_writer, parents_for
 from training.features.batch import PairBatch
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.features.hashing import combine, finalize, hash_string
 from training.moses.text import MosesTextRenderer, unique_rows
 from training.moses.types import MosesType, label_source
@@ -172,7 +172,7 @@ def count_pairs(store, moses_type: MosesType) -> PairCounts:
 def probabilities(counts: np.ndarray, smoothing: float = DEFAULT_SMOOTHING) -> np.ndarray:
     """Moses's p_k = (c_k + s) / sum_j (c_j + s) per direction; [U, D*K] in Moses's column order."""
     if not smoothing >= 0:
-        raise InputError(f"--smoothing must be a non-negative number, got {smoothing}")
+        raise UsageError(f"--smoothing must be a non-negative number, got {smoothing}")
     scores = counts + smoothing
     total = scores.sum(axis=2, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -493,7 +493,7 @@ def build_table(store, moses_type: MosesType, out: str | os.PathLike, smoothing:
     for any jobs, scheduler and partition count, and so is the .gz. Spill files live
     beside `out` (on a cluster: a directory every worker sees)."""
     if not smoothing >= 0:
-        raise InputError(f"--smoothing must be a non-negative number, got {smoothing}")
+        raise UsageError(f"--smoothing must be a non-negative number, got {smoothing}")
     for direction in moses_type.directions:
         label_source(store, moses_type, direction)
     _check_token_hashes(store)

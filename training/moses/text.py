@@ -23,7 +23,7 @@ from functools import cached_property
 import numba as nb
 import numpy as np
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 from training.moses.extract import ExtractModel
 from training.features.hashing import encode_tokens
 
@@ -32,7 +32,7 @@ def check_moses_expressible(models: tuple[ExtractModel, ...]) -> None:
     kinds = [m.kind for m in models]
     for kind in set(kinds):
         if kinds.count(kind) > 1:
-            raise InputError(f"--moses-format: Moses's extract runs one {kind} model at a time, "
+            raise UsageError(f"--moses-format: Moses's extract runs one {kind} model at a time, "
                              f"got {', '.join(m.name for m in models if m.kind == kind)}")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from training.errors import InputError
+from training.errors import InputError, UsageError
 
 KINDS = ("wbe", "phrase", "hier")
 # Moses's column order per orientation set.
@@ -66,10 +66,10 @@ class MosesType:
             elif token == "mono":
                 orientation = "monotonicity"
             else:
-                raise InputError(f"reordering type {text!r}: unknown part {token!r} "
+                raise UsageError(f"reordering type {text!r}: unknown part {token!r} "
                                  "(expected e.g. hier-msd-bidirectional-fe)")
         if orientation is None or language is None:
-            raise InputError(f"reordering type {text!r} must name an orientation set "
+            raise UsageError(f"reordering type {text!r} must name an orientation set "
                              "(msd, mslr, monotonicity, leftright) and a language (f or fe)")
         return cls(kind, orientation, direction, language, collapse)
 
