@@ -134,17 +134,26 @@ def pipeline_report(run: dict[str, Any]) -> str:
     marked as the baseline, what the columns mean, where the models are and what to run next.
 
     run: started (ISO time), corpus, sentences, fingerprint, moses_type, classes, directions,
-    heldout_fraction, split (evaluate's split dict), rows (run_experiment's, with
-    `directions` and `published`), models_root, table, serve (the command line),
-    moses_ini_line (the [feature] line of the first row's model), distortion_limit and
-    distortion_advice (training.moses.distortion, from the alignments).
+    heldout_fraction, split (evaluate's split dict), refit (the published models were
+    refit on all sentences; then each row's `evaluated` is the measured model's file),
+    rows (run_experiment's, with `directions`, `published`, and the {fit, calibration,
+    heldout} sentence counts `evaluated_sentences` and `published_sentences`),
+    models_root, table, serve (the command line), moses_ini_line (the [feature] line of
+    the first row's model), distortion_limit and distortion_advice
+    (training.moses.distortion, from the alignments).
     """
     rows = run["rows"]
     families = [r["family"] for r in rows]
+    if run["refit"]:
+        shipped = (f"The figures below measure models that did not see these sentences; each model was then "
+                   f"refit on all {run['sentences']:,} sentences with the same settings, and the refit one is "
+                   "published (scikit-learn's refit=True; `--no-refit` publishes the evaluated ones).")
+    else:
+        shipped = "No model saw these sentences in training; the evaluated models are the published ones."
     out = [f"# Pipeline run {run['started']}", "",
            f"Corpus `{run['corpus']}` ({run['sentences']:,} sentence pairs, fingerprint {run['fingerprint'][:12]}); "
            f"Moses type `{run['moses_type']}`; families {', '.join(families)}.",
-           f"Held out: {run['split']['description']}; no model saw these sentences in training.", ""]
+           f"Held out: {run['split']['description']}. {shipped}", ""]
     if BASELINE_FAMILY in families:
         out += [f"`{BASELINE_FAMILY}` is the baseline: Moses's own lexicalized reordering model (the "
                 "relative-frequency table Moses loads, smoothing 0.5), served like the others. "
@@ -158,18 +167,40 @@ def pipeline_report(run: dict[str, Any]) -> str:
         out += [study_table(per_direction, run["classes"], baseline=BASELINE_FAMILY), ""]
     if len(run["directions"]) == 1:
         out += [f"`{run['moses_type']}` has one direction, so one table.", ""]
+    n = run["sentences"]
     out += ["Columns:", "", column_notes(run["classes"]), "", "## Models", "",
-            "| family | served as (name, version) | file |", "|---|---|---|"]
+            "Sentences are numbered in corpus order; which of them each file was trained on:", "",
+            "| family | model | served as (name, version) | trained on | file |", "|---|---|---|---|---|"]
     for row in rows:
         published = Path(row["published"])
-        out.append(f"| {row['family']} | {published.parent.parent.name}, {published.parent.name} | `{published}` |")
-    out += ["", f"Moses's lexicalized table: `{run['table']}`", "", "## Next", "",
+        served_as = f"{published.parent.parent.name}, {published.parent.name}"
+        if run["refit"]:
+            out.append(f"| {row['family']} | evaluated (the figures above) | not served | "
+                       f"{sentences_seen(row['evaluated_sentences'], n)} | `{row['evaluated']}` |")
+        label = "published, refit on all sentences" if run["refit"] else "evaluated and published"
+        out.append(f"| {row['family']} | {label} | {served_as} | "
+                   f"{sentences_seen(row['published_sentences'], n)} | `{published}` |")
+    out += ["", f"Moses's lexicalized table: `{run['table']}`, counted over all {n:,} sentences"
+                + ("" if run["refit"] else " (the published models were not: rerun without --no-refit for "
+                   "models trained on the same sentences as the table)") + ".", "", "## Next", "",
             "Serve the models:", "", f"    {run['serve']}", "",
             "and point Moses's ExternalReordering feature at one of them (README, \"Moses\"), in moses.ini:", "",
             "    [feature]", f"    {run['moses_ini_line']}", "",
             "    [distortion-limit]", f"    {run['distortion_limit']}", "",
             run["distortion_advice"], ""]
     return "\n".join(out)
+
+
+def sentences_seen(sentences: dict[str, int], total: int) -> str:
+    """Which sentences (1-based, corpus order) a model was trained on, from train's
+    {fit, calibration, heldout} counts: fit first, calibration next, the held-out tail last
+    (training.api.train.SentenceSplit)."""
+    fit, calibration = sentences["fit"], sentences["calibration"]
+    seen = fit + calibration
+    text = f"1–{seen:,} of {total:,}" if seen < total else f"all {total:,}"
+    if calibration:
+        text += f" (fit 1–{fit:,}, calibration {fit + 1:,}–{seen:,})"
+    return text + (f"; not {seen + 1:,}–{total:,}" if seen < total else "")
 
 
 def runs_index(runs: list[tuple[str, str, list[str]]]) -> str:
