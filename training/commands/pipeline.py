@@ -20,7 +20,8 @@ def run(args: argparse.Namespace) -> int:
     result = run_pipeline(Path(args.corpus), Path(args.out), src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                           moses_type=args.type, features=args.features, families=families, name=args.name,
                           max_phrase_length=args.max_phrase_length, heldout_fraction=args.heldout_fraction,
-                          refit=not args.no_refit, log=lambda line: print(line, file=sys.stderr), progress=not args.quiet)
+                          refit=not args.no_refit, log=lambda line: print(line, file=sys.stderr),
+                          progress=not args.quiet)
     # The report ends with what decoding needs (serve command, moses.ini line, distortion
     # limit); it is printed once, and where it is kept goes to stderr with the stage lines.
     print(f"pipeline: report -> {result['report_path']} (every run: {result['index']})", file=sys.stderr)
