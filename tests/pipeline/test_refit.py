@@ -126,14 +126,15 @@ def test_the_published_models_saw_every_sentence_and_the_evaluated_ones_are_kept
     svm = next(row for row in result["rows"] if row["family"] == "svm")
     cal = svm["published_sentences"]["calibration"]
     assert 0 < cal and svm["evaluated_sentences"]["calibration"] > 0
-    assert f"counted over all {N_PAIRS:,} sentences" in report
-    assert (f"| lexical | evaluated (the figures above) | not served | 1–{n_fit:,} of {N_PAIRS:,}; "
-            f"not {n_fit + 1:,}–{N_PAIRS:,} | `{out / 'evaluated' / f'{NAME}-lexical' / '1' / 'model.mrw'}` |"
-            in report)
-    assert (f"| lexical | published, refit on all sentences | {NAME}-lexical, 1 | all {N_PAIRS:,} | "
-            f"`{out / 'models' / f'{NAME}-lexical' / '1' / 'model.mrw'}` |" in report)
-    assert (f"| svm | published, refit on all sentences | {NAME}-svm, 1 | all {N_PAIRS:,} "
-            f"(fit 1–{N_PAIRS - cal:,}, calibration {N_PAIRS - cal + 1:,}–{N_PAIRS:,}) |" in report)
+    table = out / f"reordering-table.{TYPE}.gz"
+    lexical, svm_file = (f"{NAME}-{family}/1/model.mrw" for family in ("lexical", "svm"))
+    assert f"| Moses's lexicalized table `{table}` | all {N_PAIRS:,} |" in report
+    assert (f"| lexical, evaluated (the figures below; not served) `{out / 'evaluated' / lexical}` | "
+            f"1–{n_fit:,} of {N_PAIRS:,}; not {n_fit + 1:,}–{N_PAIRS:,} |" in report)
+    assert (f"| lexical, refit and published (served as {NAME}-lexical, version 1) `{out / 'models' / lexical}` | "
+            f"all {N_PAIRS:,} |" in report)
+    assert (f"| svm, refit and published (served as {NAME}-svm, version 1) `{out / 'models' / svm_file}` | "
+            f"all {N_PAIRS:,} (fit 1–{N_PAIRS - cal:,}, calibration {N_PAIRS - cal + 1:,}–{N_PAIRS:,}) |" in report)
     assert "no model saw these sentences" not in report.lower()
 
 
@@ -146,8 +147,9 @@ def test_no_refit_publishes_the_evaluated_models(corpus, tmp_path, capsys):
     assert sentences["heldout"] == N_PAIRS // 10
     assert not (out / "evaluated").exists()
     assert "the evaluated models are the published ones" in report
-    assert f"| lexical | evaluated and published | {NAME}-lexical, 1 | 1–540 of 600; not 541–600 |" in report
-    assert "rerun without --no-refit" in report
+    assert (f"| lexical, evaluated and published (served as {NAME}-lexical, version 1) "
+            f"`{out / 'models' / NAME}-lexical/1/model.mrw` | 1–540 of 600; not 541–600 |" in report)
+    assert "run without --no-refit for models trained on the same sentences as the table" in report
 
 
 @pytest.mark.skipif(MOSES is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "

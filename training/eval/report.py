@@ -153,7 +153,7 @@ def pipeline_report(run: dict[str, Any]) -> str:
     out = [f"# Pipeline run {run['started']}", "",
            f"Corpus `{run['corpus']}` ({run['sentences']:,} sentence pairs, fingerprint {run['fingerprint'][:12]}); "
            f"Moses type `{run['moses_type']}`; families {', '.join(families)}.",
-           f"Held out: {run['split']['description']}. {shipped}", ""]
+           f"Held out: {run['split']['description']}. {shipped}", "", *training_sentences(run), ""]
     if BASELINE_FAMILY in families:
         out += [f"`{BASELINE_FAMILY}` is the baseline: Moses's own lexicalized reordering model (the "
                 "relative-frequency table Moses loads, smoothing 0.5), served like the others. "
@@ -167,28 +167,43 @@ def pipeline_report(run: dict[str, Any]) -> str:
         out += [study_table(per_direction, run["classes"], baseline=BASELINE_FAMILY), ""]
     if len(run["directions"]) == 1:
         out += [f"`{run['moses_type']}` has one direction, so one table.", ""]
-    n = run["sentences"]
     out += ["Columns:", "", column_notes(run["classes"]), "", "## Models", "",
-            "Sentences are numbered in corpus order; which of them each file was trained on:", "",
-            "| family | model | served as (name, version) | trained on | file |", "|---|---|---|---|---|"]
+            "| family | served as (name, version) | file |", "|---|---|---|"]
     for row in rows:
         published = Path(row["published"])
-        served_as = f"{published.parent.parent.name}, {published.parent.name}"
-        if run["refit"]:
-            out.append(f"| {row['family']} | evaluated (the figures above) | not served | "
-                       f"{sentences_seen(row['evaluated_sentences'], n)} | `{row['evaluated']}` |")
-        label = "published, refit on all sentences" if run["refit"] else "evaluated and published"
-        out.append(f"| {row['family']} | {label} | {served_as} | "
-                   f"{sentences_seen(row['published_sentences'], n)} | `{published}` |")
-    out += ["", f"Moses's lexicalized table: `{run['table']}`, counted over all {n:,} sentences"
-                + ("" if run["refit"] else " (the published models were not: rerun without --no-refit for "
-                   "models trained on the same sentences as the table)") + ".", "", "## Next", "",
+        out.append(f"| {row['family']} | {published.parent.parent.name}, {published.parent.name} | `{published}` |")
+    out += ["", f"Moses's lexicalized table: `{run['table']}`", "", "## Next", "",
             "Serve the models:", "", f"    {run['serve']}", "",
             "and point Moses's ExternalReordering feature at one of them (README, \"Moses\"), in moses.ini:", "",
             "    [feature]", f"    {run['moses_ini_line']}", "",
             "    [distortion-limit]", f"    {run['distortion_limit']}", "",
             run["distortion_advice"], ""]
     return "\n".join(out)
+
+
+def training_sentences(run: dict[str, Any]) -> list[str]:
+    """Which sentences the table and every evaluated and published model were trained on
+    (issue 34: a user comparing the table with a served model must know if they saw the
+    same ones). Markdown lines of pipeline_report."""
+    n = run["sentences"]
+    out = ["Which sentences (numbered in corpus order) each file was trained on:", "",
+           "| file | trained on |", "|---|---|",
+           f"| Moses's lexicalized table `{run['table']}` | all {n:,} |"]
+    for row in run["rows"]:
+        published = Path(row["published"])
+        served_as = f"served as {published.parent.parent.name}, version {published.parent.name}"
+        if run["refit"]:
+            out.append(f"| {row['family']}, evaluated (the figures below; not served) `{row['evaluated']}` | "
+                       f"{sentences_seen(row['evaluated_sentences'], n)} |")
+            out.append(f"| {row['family']}, refit and published ({served_as}) `{published}` | "
+                       f"{sentences_seen(row['published_sentences'], n)} |")
+        else:
+            out.append(f"| {row['family']}, evaluated and published ({served_as}) `{published}` | "
+                       f"{sentences_seen(row['published_sentences'], n)} |")
+    if not run["refit"]:
+        out += ["", "The published models did not see every sentence the table counts: run without "
+                    "--no-refit for models trained on the same sentences as the table."]
+    return out
 
 
 def sentences_seen(sentences: dict[str, int], total: int) -> str:
