@@ -7,6 +7,13 @@ counting, training and scoring are the same functions the single-stage commands 
 Re-running it on the same corpus reuses the example store and publishes every model as
 a new version (ROOT/<name>/<version+1>/), which a running server picks up; it never
 deletes or overwrites what an earlier run wrote.
+
+Model selection and shipping follow scikit-learn's `GridSearchCV(refit=True)`: the
+held-out sentences measure every family, then each is refit with the same settings on
+all sentences, and the refit model is the one published (issue 34). The Moses table is
+counted over all sentences too, so the served `lexical` model and the table are one
+model. The evaluated models are kept in OUT/evaluated/ and the report says which
+sentences every artifact saw. `refit=False` publishes the evaluated models instead.
 """
 
 from __future__ import annotations
@@ -71,10 +78,13 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
                  moses_type: str = defaults.MOSES_TYPE, features: str = defaults.FEATURES,
                  families: list[str] | None = None, name: str | None = None,
                  max_phrase_length: int = defaults.MAX_PHRASE_LENGTH,
-                 heldout_fraction: float = defaults.HELDOUT_FRACTION,
+                 heldout_fraction: float = defaults.HELDOUT_FRACTION, refit: bool = True,
                  log: Callable[[str], None] = print, progress: bool = False) -> dict[str, Any]:
     """Run every stage; returns the rows of the evaluation table and where things went.
 
+    `refit`: after the evaluation, retrain every family on all sentences and publish that
+    (the evaluated models go to OUT/evaluated/); False publishes the evaluated models.
+    With heldout_fraction 0 the evaluated models already saw every sentence: no refit.
     `progress`: extraction, feature counting and every solver report as they go
     (training.progress: a bar on a terminal, lines in a log)."""
     from training.eval.studies import run_experiment
@@ -119,24 +129,36 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],
                           moses_type=str(mtype), heldout_fraction=heldout_fraction, log=log,
                           progress=progress)
-    models_root = out / "models"
+    store = ExampleStore.open(store_dir)
+    refit = refit and rows[0]["split"]["heldout_sentences"] > 0
+    models_root, evaluated_root = out / "models", out / EVALUATED_DIR
     for row in rows:
-        row["published"] = str(publish(Path(row["model"]), models_root, f"{name}-{row['family']}"))
+        row["evaluated_sentences"] = trained_sentences(Path(row["model"]))
+    if refit:
+        refit_all(store_dir, rows, runs / "refit", mtype, store.n_sentences, log, progress)
+    for row in rows:
+        model_name = f"{name}-{row['family']}"
+        if refit:
+            row["evaluated"] = str(publish(Path(row["model"]), evaluated_root, model_name))
+            row["published"] = str(publish(Path(row["refit_model"]), models_root, model_name))
+        else:
+            row["published"] = str(publish(Path(row["model"]), models_root, model_name))
+            row["published_sentences"] = row["evaluated_sentences"]
     shutil.rmtree(runs, ignore_errors=True)
 
-    store = ExampleStore.open(store_dir)
     serve_command = f"moses-reorder serve --models {models_root} --port {defaults.SERVE_ADDRESS.rsplit(':', 1)[1]}"
     decoding = f"{name}-{rows[0]['family']}"   # the first family asked for: by default svm
     run = {"started": started.strftime("%Y-%m-%d %H:%M:%S UTC"), "corpus": str(corpus),
            "sentences": store.n_sentences, "fingerprint": (store.meta.get("corpus") or {}).get("sha256", ""),
            "moses_type": str(mtype), "classes": list(mtype.classes), "directions": list(mtype.directions),
            "split": rows[0]["split"], "rows": rows, "models_root": str(models_root), "table": str(table),
+           "refit": refit, "evaluated_root": str(evaluated_root) if refit else None,
            "serve": serve_command, "moses_ini_line": moses_feature_line(mtype, decoding),
            "distortion_limit": jumps.recommend(), "distortion_advice": limit_advice(jumps),
            "embedded_corpus": str(defaults.EMBEDDED_CORPUS)}
     report, report_path = write_reports(out, run, started)
     return {"rows": rows, "report": report, "report_path": str(report_path), "index": str(out / REPORT_INDEX),
-            "models_root": str(models_root), "table": str(table), "store": str(store_dir),
+            "models_root": str(models_root), "table": str(table), "store": str(store_dir), "refit": refit,
             "decoding_model": decoding, "moses_ini_line": run["moses_ini_line"],
             "serve_command": serve_command, "distortion_limit": run["distortion_limit"],
             "distortion_advice": run["distortion_advice"]}
@@ -144,6 +166,39 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
 
 REPORT_INDEX = "report.md"
 REPORTS_DIR = "reports"
+EVALUATED_DIR = "evaluated"  # the models the report's figures measure, when the published ones are refit
+
+
+def trained_sentences(model_file: Path) -> dict[str, int]:
+    """{fit, calibration, heldout}: the sentences a model file says it was trained on
+    (train_model's metadata; the store keeps sentences in corpus order, so these are
+    consecutive runs: fit first, calibration next, held out last)."""
+    from training.modelfile.container import read_weight_file
+
+    return dict(read_weight_file(model_file).metadata["training"]["sentences"])
+
+
+def refit_all(store_dir: Path, rows: list[dict[str, Any]], refit_dir: Path, mtype, n_sentences: int,
+              log: Callable[[str], None], progress: bool) -> None:
+    """Retrain every evaluated model on all sentences with the settings its file records
+    (features, threshold, calibration fraction): what was measured is what ships, fitted
+    on the held-out sentences too. Adds refit_model, refit_seconds, published_sentences."""
+    import time
+
+    from training.api.train import train_model
+    from training.modelfile.container import read_weight_file
+
+    refit_dir.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        meta = read_weight_file(row["model"]).metadata
+        path = refit_dir / Path(row["model"]).name
+        log(f"pipeline: refitting {row['family']} ({meta['features']}) on all {n_sentences:,} sentences")
+        started = time.perf_counter()
+        trained = train_model(store_dir, family=row["family"], moses_type=str(mtype), out=path,
+                              features=meta["features"], threshold=meta["threshold"], heldout_fraction=0.0,
+                              calibration_fraction=meta["training"]["calibration_fraction"], verbose=progress)
+        row.update(refit_model=str(path), refit_seconds=time.perf_counter() - started,
+                   published_sentences=dict(trained["training"]["sentences"]))
 
 
 def write_reports(out: Path, run: dict[str, Any], started: datetime) -> tuple[str, Path]:

@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     result = run_pipeline(Path(args.corpus), Path(args.out), src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                           moses_type=args.type, features=args.features, families=families, name=args.name,
                           max_phrase_length=args.max_phrase_length, heldout_fraction=args.heldout_fraction,
-                          log=lambda line: print(line, file=sys.stderr), progress=not args.quiet)
+                          refit=not args.no_refit, log=lambda line: print(line, file=sys.stderr),
+                          progress=not args.quiet)
     # The report ends with what decoding needs (serve command, moses.ini line, distortion
     # limit); it is printed once, and where it is kept goes to stderr with the stage lines.
     print(f"pipeline: report -> {result['report_path']} (every run: {result['index']})", file=sys.stderr)
@@ -43,9 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "pipeline", help="the main job: extract, Moses table, train every family, evaluate, publish",
         description="Extract phrase pairs with Moses's orientation classes, write Moses's lexicalized "
-                    "table, train every model family, evaluate them on held-out sentences and publish "
-                    "them into a model repository that `moses-reorder serve` loads. Without --corpus it "
-                    "runs on the embedded 3k-pair ja-en slice of the Tanaka Corpus.")
+                    "table, train every model family, evaluate them on held-out sentences, refit each "
+                    "on all sentences and publish the refit models into a model repository that "
+                    "`moses-reorder serve` loads (the evaluated ones are kept in OUT/evaluated). "
+                    "Without --corpus it runs on the embedded 3k-pair ja-en slice of the Tanaka Corpus.")
     p.add_argument("--corpus", default=str(defaults.EMBEDDED_CORPUS),
                    help="directory with train.SRC, train.TGT and train.align (default: the embedded tanaka-3k)")
     p.add_argument("--src-lang", default=defaults.SRC_LANG, help="source file suffix (default %(default)s)")
@@ -66,6 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="maximum phrase length (default %(default)s)")
     p.add_argument("--heldout-fraction", type=fraction, default=defaults.HELDOUT_FRACTION,
                    help="last fraction of sentences held out for evaluation (default %(default)s)")
+    p.add_argument("--no-refit", action="store_true",
+                   help="publish the evaluated models, trained without the held-out sentences, instead of "
+                        "refitting each on all sentences (the Moses table is counted over all of them either way)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress (a bar per stage on a terminal, a line per stage and pass every "
                         f"{defaults.PROGRESS_SECONDS:g} s otherwise); stage lines and the report still print")

@@ -144,17 +144,26 @@ def pipeline_report(run: dict[str, Any]) -> str:
     marked as the baseline, what the columns mean, where the models are and what to run next.
 
     run: started (ISO time), corpus, sentences, fingerprint, moses_type, classes, directions,
-    heldout_fraction, split (evaluate's split dict), rows (run_experiment's, with
-    `directions` and `published`), models_root, table, serve (the command line),
-    moses_ini_line (the [feature] line of the first row's model), distortion_limit and
-    distortion_advice (training.moses.distortion, from the alignments).
+    heldout_fraction, split (evaluate's split dict), refit (the published models were
+    refit on all sentences; then each row's `evaluated` is the measured model's file),
+    rows (run_experiment's, with `directions`, `published`, and the {fit, calibration,
+    heldout} sentence counts `evaluated_sentences` and `published_sentences`),
+    models_root, table, serve (the command line), moses_ini_line (the [feature] line of
+    the first row's model), distortion_limit and distortion_advice
+    (training.moses.distortion, from the alignments).
     """
     rows = run["rows"]
     families = [r["family"] for r in rows]
+    if run["refit"]:
+        shipped = (f"The figures below measure models that did not see these sentences; each model was then "
+                   f"refit on all {run['sentences']:,} sentences with the same settings, and the refit one is "
+                   "published (scikit-learn's refit=True; `--no-refit` publishes the evaluated ones).")
+    else:
+        shipped = "No model saw these sentences in training; the evaluated models are the published ones."
     out = [f"# Pipeline run {run['started']}", "",
            f"Corpus `{run['corpus']}` ({run['sentences']:,} sentence pairs, fingerprint {run['fingerprint'][:12]}); "
            f"Moses type `{run['moses_type']}`; families {', '.join(families)}.",
-           f"Held out: {run['split']['description']}; no model saw these sentences in training.", ""]
+           f"Held out: {run['split']['description']}. {shipped}", "", *training_sentences(run), ""]
     if BASELINE_FAMILY in families:
         out += [f"`{BASELINE_FAMILY}` is the baseline: Moses's own lexicalized reordering model (the "
                 "relative-frequency table Moses loads, smoothing 0.5), served like the others. "
@@ -195,6 +204,45 @@ def _relative(path: Path, base: Path) -> Path:
         return path.resolve().relative_to(base.resolve())
     except ValueError:
         return path
+
+
+def training_sentences(run: dict[str, Any]) -> list[str]:
+    """Which sentences the table and every evaluated and published model were trained on
+    (issue 34: a user comparing the table with a served model must know if they saw the
+    same ones). Markdown lines of pipeline_report."""
+    n = run["sentences"]
+    out_dir = Path(run["models_root"]).parent
+    out = ["Which sentences (numbered in corpus order) each file was trained on (paths relative to the "
+           "--out folder):", "", "| file | trained on |", "|---|---|",
+           f"| Moses's lexicalized table `{_relative(Path(run['table']), out_dir)}` | all {n:,} |"]
+    for row in run["rows"]:
+        published = _relative(Path(row["published"]), out_dir)
+        served_as = f"served as {published.parent.parent.name}, version {published.parent.name}"
+        if run["refit"]:
+            out.append(f"| {row['family']}, evaluated (the figures below; not served) "
+                       f"`{_relative(Path(row['evaluated']), out_dir)}` | "
+                       f"{sentences_seen(row['evaluated_sentences'], n)} |")
+            out.append(f"| {row['family']}, refit and published ({served_as}) `{published}` | "
+                       f"{sentences_seen(row['published_sentences'], n)} |")
+        else:
+            out.append(f"| {row['family']}, evaluated and published ({served_as}) `{published}` | "
+                       f"{sentences_seen(row['published_sentences'], n)} |")
+    if not run["refit"]:
+        out += ["", "The published models did not see every sentence the table counts: run without "
+                    "--no-refit for models trained on the same sentences as the table."]
+    return out
+
+
+def sentences_seen(sentences: dict[str, int], total: int) -> str:
+    """Which sentences (1-based, corpus order) a model was trained on, from train's
+    {fit, calibration, heldout} counts: fit first, calibration next, the held-out tail last
+    (training.api.train.SentenceSplit)."""
+    fit, calibration = sentences["fit"], sentences["calibration"]
+    seen = fit + calibration
+    text = f"1–{seen:,} of {total:,}" if seen < total else f"all {total:,}"
+    if calibration:
+        text += f" (fit 1–{fit:,}, calibration {fit + 1:,}–{seen:,})"
+    return text + (f"; not {seen + 1:,}–{total:,}" if seen < total else "")
 
 
 def runs_index(runs: list[tuple[str, str, list[str]]]) -> str:
