@@ -55,8 +55,10 @@ def _register_unavailable(sub, name: str, module: str) -> None:
     def refuse(args: argparse.Namespace) -> int:
         raise MosesReorderError(_needs_train_extra(module))
 
-    p = sub.add_parser(name, help=f"(needs moses-reorder[train]: {module} is not installed)", add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    # prefix_chars no argument uses: every word after the command, options too, is a positional.
+    p = sub.add_parser(name, help=f"(needs moses-reorder[train]: {module} is not installed)", add_help=False,
+                       prefix_chars="\0")
+    p.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(func=refuse)
 
 
