@@ -23,7 +23,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from dockerkit import docker, remove, run_server, wait_serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from serverkit import (expected_scores, free_port, listening_address, probabilities, running_server,  # noqa: E402
-                       score_request, sentences, subprocess_env, tiled_request)
+                       score_request, score_while_stopping, sentences, subprocess_env, tiled_request)
 
 from server.api import pb, pb_grpc  # noqa: E402
 
@@ -188,37 +187,17 @@ def test_docker_stop_drains_in_flight_requests_within_the_grace_period(built, co
     cid, address = container(built.models, "--workers", "2", "--grace-seconds", "20", "--cache-size", "0",
                              "--poll-seconds", "0")
     wait_serving(address, cid)
-    channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 << 20)])
-    stub = pb_grpc.ReorderingScorerStub(channel)
     small = _requests(SVM)[0]
     big = tiled_request(small, 190_000 // len(small.span_start))
-    started = time.monotonic()
-    stub.Score(big, timeout=120)  # one alone, to size the wait before `docker stop`
-    alone = time.monotonic() - started
-    results, ended = [], []
-
-    def call():
-        try:
-            results.append(stub.Score(big, timeout=120))
-        except grpc.RpcError as exc:
-            results.append(exc)
-        ended.append(time.monotonic())
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for t in threads:
-        t.start()
-    time.sleep(alone / 3)
-    stop_at = time.monotonic()
-    docker("stop", "--time", "30", cid, timeout=120)  # SIGTERM, then SIGKILL after 30 s
-    for t in threads:
-        t.join()
-    channel.close()
+    # `docker stop`: SIGTERM, and SIGKILL if the container still runs 30 s later
+    results, stop_at, last_end = score_while_stopping(
+        address, big, lambda: docker("stop", "--time", "30", cid, timeout=120), calls=2, timeout=120)
 
     state = json.loads(docker("inspect", "--format", "{{json .State}}", cid).stdout)
     assert state["ExitCode"] == 0, state  # 137 would mean Docker had to SIGKILL it
     assert all(isinstance(r, pb.ScoreResponse) for r in results), results
     assert all(len(r.probabilities) == len(big.span_start) * 6 for r in results)
-    assert max(ended) > stop_at, "no request was in flight at `docker stop`: the test proved nothing"
+    assert last_end > stop_at, "no request was in flight at `docker stop`: the test proved nothing"
     events = [json.loads(line).get("event") for line in docker("logs", cid).stderr.splitlines()
               if line.startswith("{")]
     assert "server_draining" in events and events.index("server_draining") < events.index("server_stopped")
