@@ -83,6 +83,12 @@ def build_image(tag: str, **build_args: str) -> float:
     return time.monotonic() - started
 
 
+def remove_image(tag: str) -> None:
+    """The image and the untagged build stages docker/Dockerfile left behind (its build label)."""
+    docker("rmi", "--force", tag, check=False)
+    docker("image", "prune", "--force", "--filter", "label=moses-reorder.stage=build", check=False)
+
+
 def image_size(tag: str) -> int:
     """The image's size in bytes, as `docker images` counts it (every layer, base included)."""
     return int(docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())

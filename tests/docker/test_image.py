@@ -76,7 +76,7 @@ def built(tmp_path_factory) -> Built:
             pipeline.kill()
     assert pipeline.returncode == 0, err[-3000:]
     yield Built(tag, out)
-    docker("rmi", "--force", tag, check=False)
+    dockerkit.remove_image(tag)
 
 
 @pytest.fixture
