@@ -9,10 +9,11 @@ wheelhouse, and their runs alternate, so a busy machine slows both alike.
 
 Start-up is timed from `docker run` to the first grpc.health.v1 SERVING on 127.0.0.1 (polled
 every 50 ms from this process), each container over the same model repository (the one
-`moses-reorder pipeline` writes), with the image's own `--workers 2`, on the host network.
+`moses-reorder pipeline` writes), with the image's own `--workers 2` (or --workers N), on the
+host network.
 
     MOSES_REORDER_DOCKER_BASE=local/bookworm-python:3.11 python3 benchmarks/container_startup.py \
-        [--models OUT/models] [--runs 5]
+        [--models OUT/models] [--runs 5] [--workers 2]
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def _pipeline_models(out: Path) -> Path:
     return out / "models"
 
 
-def _startup(tag: str, models: Path) -> float:
+def _startup(tag: str, models: Path, workers: int) -> float:
     port = free_port()
-    cid = dockerkit.run_server(tag, models, port, "--workers", "2", "--poll-seconds", "0")
+    cid = dockerkit.run_server(tag, models, port, "--workers", str(workers), "--poll-seconds", "0")
     try:
         return dockerkit.wait_serving(f"127.0.0.1:{port}", cid, step=0.05)
     finally:
@@ -55,6 +56,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=Path, help="model repository (default: run the pipeline on the embedded corpus)")
     ap.add_argument("--runs", type=int, default=5, help="containers started per image")
+    ap.add_argument("--workers", type=int, default=2, help="serve --workers (the image's default is 2)")
     args = ap.parse_args()
     reason = dockerkit.unavailable()
     if reason:
@@ -62,7 +64,7 @@ def main() -> int:
         return 1
     with tempfile.TemporaryDirectory(prefix="container-startup-") as tmp:
         models = args.models or _pipeline_models(Path(tmp) / "out")
-        print(f"base image {dockerkit.base_image()}; models {models}")
+        print(f"base image {dockerkit.base_image()}; models {models}; serve --workers {args.workers}")
         seconds = dockerkit.build_wheelhouse(".[train]")  # a superset: both images install from it
         print(f"wheelhouse (.[train]): {seconds:.0f} s")
         for name, (tag, build_args) in IMAGES.items():
@@ -71,7 +73,7 @@ def main() -> int:
         times: dict[str, list[float]] = {name: [] for name in IMAGES}
         for _ in range(args.runs):
             for name, (tag, _) in IMAGES.items():
-                times[name].append(_startup(tag, models))
+                times[name].append(_startup(tag, models, args.workers))
     print(f"\n| image  | size MB | docker run -> SERVING, s: median | min  | max  | runs |")
     print("|--------|--------:|------:|-----:|-----:|-----:|")
     for name, (tag, _) in IMAGES.items():
