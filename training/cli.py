@@ -33,6 +33,34 @@ COMMANDS: dict[str, str] = {
 }
 PLUGIN_GROUP = "moses_reorder.commands"
 
+# Top-level modules of the `train` extra (pyproject.toml). `pip install moses-reorder` is the
+# scoring server alone (the container image installs just that), so a training command can
+# meet one missing: it then says which extra to install instead of a traceback.
+TRAIN_EXTRA_MODULES = frozenset({"scipy", "threadpoolctl", "matplotlib", "dask", "distributed"})
+TRAIN_EXTRA_HINT = "install moses-reorder[train] (pip install 'moses-reorder[train]', or -e '.[train]' in a checkout)"
+
+
+def _needs_train_extra(module: str) -> str:
+    return f"this command needs {module}, which is not installed: {TRAIN_EXTRA_HINT}"
+
+
+def _missing_train_module(exc: ModuleNotFoundError) -> str | None:
+    """The train-extra module whose absence raised `exc`, or None for any other import error."""
+    top = (exc.name or "").partition(".")[0]
+    return top if top in TRAIN_EXTRA_MODULES else None
+
+
+def _register_unavailable(sub, name: str, module: str) -> None:
+    """A subcommand whose module needs the train extra: it parses anything and fails clearly."""
+    def refuse(args: argparse.Namespace) -> int:
+        raise MosesReorderError(_needs_train_extra(module))
+
+    # prefix_chars no argument uses: every word after the command, options too, is a positional.
+    p = sub.add_parser(name, help=f"(needs moses-reorder[train]: {module} is not installed)", add_help=False,
+                       prefix_chars="\0")
+    p.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+    p.set_defaults(func=refuse)
+
 
 def command_modules() -> dict[str, str]:
     """Our commands, then those other installed packages declare (pyproject entry points)."""
@@ -48,8 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"moses-reorder {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module_name in command_modules().values():
-        importlib.import_module(module_name).register(sub)
+    for name, module_name in command_modules().items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            missing = _missing_train_module(exc)
+            if missing is None:
+                raise
+            _register_unavailable(sub, name, missing)
+            continue
+        module.register(sub)
     return parser
 
 
@@ -61,6 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MosesReorderError as exc:
         print(f"moses-reorder {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:  # a lazy import of the train extra (e.g. matplotlib for eval's plots)
+        missing = _missing_train_module(exc)
+        if missing is None:
+            raise
+        print(f"moses-reorder {args.command}: error: {_needs_train_extra(missing)}", file=sys.stderr)
+        return MosesReorderError.exit_code
     except KeyboardInterrupt:
         print(f"moses-reorder {args.command}: interrupted", file=sys.stderr)
         return 130

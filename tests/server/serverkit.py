@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +132,38 @@ def tiled_request(request: pb.ScoreRequest, times: int) -> pb.ScoreRequest:
         [0] + (al_off[1:][None, :] + (shifts * al_off[-1])[:, None]).ravel().tolist())
     assert len(big.span_start) == n_pairs * times
     return big
+
+
+def score_while_stopping(address: str, request: pb.ScoreRequest, stop: Callable[[], object], *, calls: int,
+                         timeout: float) -> tuple[list, float, float]:
+    """Stop a server while requests run: score REQUEST once alone (to time it), then send CALLS
+    copies at once and call STOP a third of that time later. Returns (each answer or RpcError,
+    when STOP was called, when the last answer came): a drain test checks that every answer
+    is OK and that the last came after STOP (or nothing was in flight and it proved nothing)."""
+    channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 << 20)])
+    stub = pb_grpc.ReorderingScorerStub(channel)
+    started = time.monotonic()
+    stub.Score(request, timeout=timeout)
+    alone = time.monotonic() - started
+    results, ended = [], []
+
+    def call():
+        try:
+            results.append(stub.Score(request, timeout=timeout))
+        except grpc.RpcError as exc:
+            results.append(exc)
+        ended.append(time.monotonic())
+
+    threads = [threading.Thread(target=call) for _ in range(calls)]
+    for t in threads:
+        t.start()
+    time.sleep(alone / 3)
+    stop_at = time.monotonic()
+    stop()
+    for t in threads:
+        t.join()
+    channel.close()
+    return results, stop_at, max(ended)
 
 
 @dataclass

@@ -22,8 +22,8 @@ import grpc
 import numpy as np
 import pytest
 
-from serverkit import (expected_scores, free_port, model_path, probabilities, score_request, subprocess_env,
-                       tiled_request, write_test_model)
+from serverkit import (expected_scores, free_port, model_path, probabilities, score_request, score_while_stopping,
+                       subprocess_env, tiled_request, write_test_model)
 from server.api import pb, pb_grpc
 
 
@@ -71,39 +71,19 @@ class ServeProcess:
 def test_sigterm_drains_in_flight_requests(repo_root, corpus_keys, test_sentences):
     write_test_model(model_path(repo_root, "m", 1), corpus_keys)
     server = ServeProcess(repo_root, "--grace-seconds", "30", "--cache-size", "0")
+    codes = []
     try:
-        channel = grpc.insecure_channel(f"127.0.0.1:{server.port}",
-                                        options=[("grpc.max_receive_message_length", 64 << 20)])
-        stub = pb_grpc.ReorderingScorerStub(channel)
         small = score_request(test_sentences[0], "m")
         big = tiled_request(small, 190_000 // len(small.span_start))
-        started = time.monotonic()
-        stub.Score(big, timeout=60)  # one alone, to size the wait before SIGTERM
-        alone = time.monotonic() - started
-        results, ended = [], []
-
-        def call():
-            try:
-                results.append(stub.Score(big, timeout=60))
-            except grpc.RpcError as exc:
-                results.append(exc)
-            ended.append(time.monotonic())
-
-        threads = [threading.Thread(target=call) for _ in range(3)]
-        for t in threads:
-            t.start()
-        time.sleep(alone / 3)
-        sigterm_at = time.monotonic()
-        code = server.stop()
-        for t in threads:
-            t.join()
-        channel.close()
+        results, sigterm_at, last_end = score_while_stopping(
+            f"127.0.0.1:{server.port}", big, lambda: codes.append(server.stop()), calls=3, timeout=60)
     finally:
         server.stop()
+    code = codes[0]
     assert code == 0, server.events[-5:]
     assert all(isinstance(r, pb.ScoreResponse) for r in results), results
     assert all(len(r.probabilities) == len(big.span_start) * 6 for r in results)
-    assert max(ended) > sigterm_at, "no request was in flight at SIGTERM: the test proved nothing"
+    assert last_end > sigterm_at, "no request was in flight at SIGTERM: the test proved nothing"
     names = server.names()
     assert names.index("server_draining") < names.index("server_stopped")
 

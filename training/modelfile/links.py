@@ -13,6 +13,7 @@ It may overwrite `scores` in place and return it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -60,6 +61,20 @@ def softmax(model: "LoadedModel", scores: np.ndarray, n_found: np.ndarray) -> np
     return softmax_blocks(scores, len(model.classes))
 
 
+@nb.njit(nogil=True, cache=True)
+def _log_gamma_ratio(alpha_sum, n_found):
+    """[pairs x outputs] ln Gamma(A_k) - ln Gamma(A_k + n_p), eq. 11's denominator. math.lgamma
+    in numba rather than scipy.special.gammaln: scoring must not need scipy, which only
+    training installs (pyproject.toml's `train` extra; the serving image leaves it out)."""
+    n, m = n_found.shape[0], alpha_sum.shape[0]
+    out = np.empty((n, m))
+    for k in range(m):
+        base = math.lgamma(alpha_sum[k])
+        for p in range(n):
+            out[p, k] = base - math.lgamma(alpha_sum[k] + n_found[p])
+    return out
+
+
 @register_link("dirichlet")
 def dirichlet(model: "LoadedModel", scores: np.ndarray, n_found: np.ndarray) -> np.ndarray:
     """Bayesian naive Bayes (nb-bayes): the Dirichlet-multinomial predictive, eq. 11.
@@ -70,11 +85,8 @@ def dirichlet(model: "LoadedModel", scores: np.ndarray, n_found: np.ndarray) -> 
     known keys. An optional extra `temperature` (one per direction) divides the
     log-posterior before the softmax (calibration, argmax unchanged).
     """
-    from scipy.special import gammaln
-
-    A = np.asarray(model.arrays["alpha_sum"], dtype=np.float64)[None, :]
-    n = n_found.astype(np.float64)[:, None]
-    out = scores.astype(np.float64) + (gammaln(A) - gammaln(A + n))
+    A = np.asarray(model.arrays["alpha_sum"], dtype=np.float64)
+    out = scores.astype(np.float64) + _log_gamma_ratio(A, n_found)
     K = len(model.classes)
     if "temperature" in model.arrays:
         out /= np.repeat(np.asarray(model.arrays["temperature"], dtype=np.float64), K)[None, :]
