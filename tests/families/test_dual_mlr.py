@@ -70,7 +70,7 @@ def test_exact_block_meets_its_kkt_conditions_and_descends():
     s = np.array([0.0, 8.0, -3.0])
     grad = la - s
     out = np.empty(3)
-    _exact_block(la, grad, grad.min(), grad.max(), s, a, 1.0, out)
+    _exact_block(la, grad, grad.min(), grad.max(), s, a, 1.0, out, np.empty(3))
     new = np.exp(out)
     assert new.sum() == pytest.approx(1.0, abs=1e-12)
     kkt = out + (new - a) - s
