@@ -6,7 +6,7 @@
 Why (issue 30): the dual-MLR paper's claim is at least 4x faster than primal MaxEnt at the
 same accuracy, and the figure that matters is what `train` costs on the everyday corpus.
 So every row is one `moses-reorder train` process (`--type hier-msd-bidirectional-fe
---heldout-fraction 0 --jobs 1`, both directions), on the store of the first pairs of the
+--heldout-fraction 0`, both directions; 78832e3 has no --jobs), on the store of the first pairs of the
 corpus (all but the last --heldout), evaluated by this checkout's `eval` on the store of
 the last --heldout pairs (163,090 phrase pairs for ja-en): held-out accuracy and log-loss
 per direction. Rows:
@@ -94,7 +94,7 @@ def run(name: str, features: str, code: Path, store: Path, held: Path, work: Pat
     _, family, extra = RUNS[name]
     out = work / f"{name.replace('@', '-')}-{features}.mrw"
     common = ["train", "--family", family, "--features", features, "--type", TYPE, "--store", str(store),
-              "--heldout-fraction", "0", "--jobs", "1", "--quiet", *extra]
+              "--heldout-fraction", "0", "--quiet", *extra]
     cpu, wall = cli(code, *common, "--out", str(out))
     training = read_weight_file(out).metadata["training"]
     directions = {}
@@ -169,7 +169,7 @@ def main() -> None:
         for features in args.features:
             for label, family in dict.fromkeys(RUNS[n][:2] for n in names):  # untimed: cache + compile
                 cli(codes[label], "train", "--family", family, "--features", features, "--type", TYPE,
-                    "--store", str(stores[label]), "--heldout-fraction", "0", "--jobs", "1", "--quiet",
+                    "--store", str(stores[label]), "--heldout-fraction", "0", "--quiet",
                     "--max-passes", "1", "--out", str(work / f"warmup-{label}.mrw"))
             for name in names:
                 label = RUNS[name][0]
