@@ -1,13 +1,13 @@
 """Dual MLR against a baseline revision and against primal MaxEnt, as a new user trains them.
 
     python3 benchmarks/dual_speed.py --work DIR [--baseline 78832e3] [--features S7 S6]
-        [--corpus ../shared/data/ja-en] [--heldout 5000] [--only dual-mlr@base ...]
+        [--corpus ../shared/data/ja-en] [--heldout 5000] [--only dual-mlr@base ...] [--repeat N]
 
 Why (issue 30): the dual-MLR paper's claim is at least 4x faster than primal MaxEnt at the
 same accuracy, and the figure that matters is what `train` costs on the everyday corpus.
 So every row is one `moses-reorder train` process (`--type hier-msd-bidirectional-fe
---heldout-fraction 0`, both directions; 78832e3 has no --jobs), on the store of the first pairs of the
-corpus (all but the last --heldout), evaluated by this checkout's `eval` on the store of
+--heldout-fraction 0`, both directions), on the store of the first pairs of the corpus
+(all but the last --heldout), evaluated by this checkout's `eval` on the store of
 the last --heldout pairs (163,090 phrase pairs for ja-en): held-out accuracy and log-loss
 per direction. Rows:
 
@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -109,7 +110,23 @@ def run(name: str, features: str, code: Path, store: Path, held: Path, work: Pat
     return {"run": name, "features": features, "cpu": cpu, "wall": wall, "directions": directions}
 
 
+def merged(rows: list[dict]) -> list[dict]:
+    """One row per (features, run): the median CPU and wall seconds of its repeats (the
+    other figures are those of its first run), with the CPU range and the count."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["features"], r["run"]), []).append(r)
+    out = []
+    for group in groups.values():
+        cpu = sorted(r["cpu"] for r in group)
+        out.append({**group[0], "cpu": statistics.median(cpu), "wall": statistics.median(r["wall"] for r in group),
+                    "cpu_range": (cpu[0], cpu[-1]), "repeats": len(group)})
+    return out
+
+
 def table(rows: list[dict], baseline: str) -> str:
+    rows = merged(rows)
+
     def both(r: dict, key: str, fmt: str) -> str:
         return " / ".join(fmt.format(r["directions"][d][key]) if r["directions"][d][key] is not None else "-"
                           for d in ("backward", "forward"))
@@ -119,7 +136,9 @@ def table(rows: list[dict], baseline: str) -> str:
            "|---|---|---:|---:|---|---|---|---|"]
     for r in rows:
         acc = " / ".join(f"{100 * r['directions'][d]['accuracy']:.2f}" for d in ("backward", "forward"))
-        out.append(f"| {r['features']} | {r['run'].replace('@base', f' @ {baseline}')} | {r['cpu']:.1f} | "
+        cpu = f"{r['cpu']:.1f}" if r["repeats"] == 1 else \
+            f"{r['cpu']:.1f} ({r['cpu_range'][0]:.1f}-{r['cpu_range'][1]:.1f}, {r['repeats']} runs)"
+        out.append(f"| {r['features']} | {r['run'].replace('@base', f' @ {baseline}')} | {cpu} | "
                    f"{r['wall']:.1f} | {both(r, 'passes', '{}')} | {both(r, 'objective', '{:,.2f}')} | {acc} | "
                    f"{both(r, 'log_loss', '{:.5f}')} |")
     ratios = []
@@ -147,6 +166,8 @@ def main() -> None:
     p.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "ja-en")
     p.add_argument("--heldout", type=int, default=5000, help="last pairs kept out of training")
     p.add_argument("--only", nargs="+", choices=sorted(RUNS), help="runs (default: all)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each N times, alternating (CPU and wall: the median; the load moves)")
     args = p.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -171,11 +192,12 @@ def main() -> None:
                 cli(codes[label], "train", "--family", family, "--features", features, "--type", TYPE,
                     "--store", str(stores[label]), "--heldout-fraction", "0", "--quiet",
                     "--max-passes", "1", "--out", str(work / f"warmup-{label}.mrw"))
-            for name in names:
-                label = RUNS[name][0]
-                row = run(name, features, codes[label], stores[label], work / "held", work)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+            for _ in range(args.repeat):
+                for name in names:
+                    label = RUNS[name][0]
+                    row = run(name, features, codes[label], stores[label], work / "held", work)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
         print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, "
               f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}\n")
         print(table(rows, args.baseline))

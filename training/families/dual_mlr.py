@@ -373,9 +373,10 @@ class DualMLR(ReorderingClassifier):
         C, bias = float(self.C), float(self.bias)
         w = np.zeros((F + 1, K), dtype=np.float64)
         rows = (X.indptr, X.indices, X.data)
-        # log alpha: in memory with the rows when the problem fits half the budget (one
-        # random order a pass, nothing read or written per chunk: the solver of 78832e3);
-        # else beside a mapped matrix, streamed (bounded memory, issue 13). Issue 30.
+        # log alpha: in memory with the rows when the problem fits its share of the budget
+        # (rows.RESIDENT_SHARE; one random order a pass, nothing read or written per
+        # chunk: the solver of 78832e3); else beside a mapped matrix, streamed (bounded
+        # memory, issue 13). Issue 30.
         resident = fits_in_memory(rows, K * np.dtype(np.float64).itemsize, self.memory)
         if resident:
             rows = rows_in_memory(rows, self.memory)
