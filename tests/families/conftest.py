@@ -56,3 +56,21 @@ def real_Xy(small_store: Path) -> tuple[sp.csr_matrix, np.ndarray]:
                       shape=(len(indptr) - 1, int(kept.sum())))
     y = store.load_labels("wbe-msd/prev").astype(np.int64)
     return X, y
+
+
+@pytest.fixture
+def state_files(monkeypatch) -> list:
+    """Every FileState (per-example state in a file beside a mapped matrix) the solvers
+    create during the test, in order: whether a solve streamed its state or kept it in
+    memory."""
+    from training.families.solvers import state
+
+    files: list = []
+    real_state = state.FileState
+
+    def recording(*args, **kwargs):
+        files.append(real_state(*args, **kwargs))
+        return files[-1]
+
+    monkeypatch.setattr(state, "FileState", recording)
+    return files

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from training.commands.argtypes import fraction, whole_number
 from training import defaults
+from training.families import FAMILIES  # needs the train extra: without it the command says so (cli.py)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,8 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from training.families import FAMILIES
-
     p = subparsers.add_parser(
         "pipeline", help="the main job: extract, Moses table, train every family, evaluate, publish",
         description="Extract phrase pairs with Moses's orientation classes, write Moses's lexicalized "

@@ -22,11 +22,14 @@ hundredths of a nat a visit. Eq. 15 starts w at C init_eps times the feature cou
 which grows with the corpus: at 44M examples w is in the tens of thousands, most
 classes are pushed to alphas of e^-300, and EG then stalls in its first tolerance with
 a largest gap of ~350 nats (benchmarks/RESULTS.md, issue 13). With step="exact" (the
-default) an example whose gap exceeds `exact_gap` is instead minimised exactly over its
-own simplex (`_exact_block`: the block's KKT condition, one Newton solve per class
-inside a safeguarded Newton on the multiplier, as in Yu, Huang and Lin's dual
-coordinate descent for maximum entropy), and EG takes the small gaps, where it is
-cheaper; step="eg" is the paper's algorithm alone.
+default) an example whose gap exceeds `exact_gap` and which an EG step left with more
+than EG_LEAVES (half) of it is then minimised exactly over its own simplex
+(`_exact_block`: the block's KKT condition, one Newton solve per class inside a
+safeguarded Newton on the multiplier, as in Yu, Huang and Lin's dual coordinate descent
+for maximum entropy). EG, ~25x cheaper a visit, keeps every example it moves well: on
+ja-en S7 (1.39M examples) the exact step ran on 0.15M visits instead of every one of
+the 2.7M with a gap above 2 nats, which had cost 1.35x the CPU of EG alone (issue 30).
+step="eg" is the paper's algorithm alone.
 
 Bias: a constant feature of value `bias`, regularised (LIBLINEAR `-B` style), 0 = none.
 This module must not know about stores or files.
@@ -44,13 +47,15 @@ from training.errors import InputError, UsageError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
-from training.families.solvers.rows import solver_state
+from training.families.solvers.rows import fits_in_memory, rows_in_memory, solver_state
 from training.families.solvers.shrinking import run_shrinking
 from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
+from training.families.solvers.state import MemoryState
 from training.features.rowchunks import iter_row_chunks
 
 
 _LOG_TINY = np.log(1e-300)  # alpha never reaches 0: eq. 9 is undefined there
+EG_LEAVES = 0.5  # step="exact": an EG step that left more of a large gap takes the exact step
 
 
 @nb.njit(nogil=True, cache=True)
@@ -85,28 +90,49 @@ def _plus_entropy(total, log_alpha):
 
 
 @nb.njit(nogil=True, cache=True)
-def _log_alpha_at(c, A):
-    """The t = log alpha that solves t + A e^t = c (one class of the block's KKT
-    condition). With v = t + log A it is e^v + v = c + log A =: b (Wright's omega),
-    solved by Newton from max-free start log(b) or b, right of the root, where the
-    convex left side makes the iterates fall monotonically and never overflow."""
-    if A <= 0.0:
-        return max(c, _LOG_TINY)
-    log_a = np.log(A)
-    b = c + log_a
+def _omega(b, warm):
+    """The v that solves e^v + v = b (Wright's omega), by Newton.
+
+    Newton on this convex increasing left side falls monotonically from any start right
+    of the root, and never overflows there: log(b) (b > 1) or b are such starts. `warm`
+    (this class's v at the previous multiplier of _exact_block, NaN for none) is used
+    instead when it lies below that start and either right of the root or left of it
+    by less than a one-nat Newton step, after which Newton is right of the root, close.
+    """
     v = np.log(b) if b > 1.0 else b
-    for _ in range(100):
+    e = np.nan
+    if warm < v:  # False for NaN
+        e_warm = np.exp(warm)
+        if e_warm + warm - b >= -(e_warm + 1.0):
+            v, e = warm, e_warm
+    if e != e:
         e = np.exp(v)
+    for _ in range(100):
         step = (e + v - b) / (e + 1.0)
         v -= step
-        if abs(step) <= 1e-14 * (1.0 + abs(v)):
+        # Newton's error after a step of size d is at most d^2 / 2 here (f''/f' <= 1):
+        # below 1e-7 the iterate is within 5e-15 of the root, and one more exp would
+        # only confirm it
+        if abs(step) <= 1e-7:
             break
-    return max(v - log_a, _LOG_TINY)
+        e = np.exp(v)
+    return v
 
 
 @nb.njit(nogil=True, cache=True)
-def _exact_block(la_cur, grad, g_min, g_max, s, a_cur, A, la_new):
-    """alpha_i minimising D with every other example fixed, into la_new (log alpha).
+def _log_alpha_at(c, A):
+    """The t = log alpha that solves t + A e^t = c (one class of the block's KKT
+    condition): with v = t + log A it is e^v + v = c + log A (_omega)."""
+    if A <= 0.0:
+        return max(c, _LOG_TINY)
+    log_a = np.log(A)
+    return max(_omega(c + log_a, np.nan) - log_a, _LOG_TINY)
+
+
+@nb.njit(nogil=True, cache=True)
+def _exact_block(la_cur, grad, g_min, g_max, s, a_cur, A, la_new, v):
+    """alpha_i minimising D with every other example fixed, into la_new (log alpha);
+    v: scratch of K (each class's omega solution, the next multiplier's warm start).
 
     With s_k = w_k.x_i and A = C ||x_i||^2 the change of D (eq. 13) is minimal where
     log alpha_k + A (alpha_k - a_k) - s_k = mu for every k, alpha on the simplex: each
@@ -115,36 +141,70 @@ def _exact_block(la_cur, grad, g_min, g_max, s, a_cur, A, la_new):
     (safeguarded Newton: their sum is increasing and convex in mu). Unlike an EG step,
     whose one step size is set by the largest class's curvature A, this moves a class
     whose alpha is off by hundreds of nats in one visit (the stall at 44M examples).
+    Each class's Newton starts from its solution at the previous mu, a few hundredths
+    of a nat off once mu settles: 2-3 exps a class instead of ~5 (issue 30).
     """
     K = la_cur.shape[0]
-    lo, hi = g_min, g_max
-    mu = 0.0
-    for k in range(K):
-        mu += a_cur[k] * grad[k]
-    mu = min(max(mu, lo), hi)
-    for _ in range(100):
-        total = 0.0
-        slope = 0.0
+    total = 0.0
+    if A <= 0.0:  # no curvature (an empty row, no bias): the block is a softmax of s
+        top = s.max()
         for k in range(K):
-            la_new[k] = _log_alpha_at(s[k] + A * a_cur[k] + mu, A)
-            a = np.exp(la_new[k])
-            total += a
-            slope += a / (1.0 + A * a)
-        if abs(total - 1.0) <= 1e-13:
-            break
-        if total > 1.0:
-            hi = mu
-        else:
-            lo = mu
-        nxt = mu - (total - 1.0) / slope
-        if not (lo < nxt < hi):
-            nxt = 0.5 * (lo + hi)
-        if nxt == mu:
-            break
-        mu = nxt
+            la_new[k] = max(s[k] - top, _LOG_TINY)
+            total += np.exp(la_new[k])
+    else:
+        log_a = np.log(A)
+        lo, hi = g_min, g_max
+        mu = 0.0
+        for k in range(K):
+            mu += a_cur[k] * grad[k]
+            v[k] = np.nan
+        mu = min(max(mu, lo), hi)
+        for _ in range(100):
+            total = 0.0
+            slope = 0.0
+            for k in range(K):
+                v[k] = _omega(s[k] + A * a_cur[k] + mu + log_a, v[k])
+                la_new[k] = max(v[k] - log_a, _LOG_TINY)
+                a = np.exp(la_new[k])
+                total += a
+                slope += a / (1.0 + A * a)
+            if abs(total - 1.0) <= 1e-13:
+                break
+            if total > 1.0:
+                hi = mu
+            else:
+                lo = mu
+            nxt = mu - (total - 1.0) / slope
+            if not (lo < nxt < hi):
+                nxt = 0.5 * (lo + hi)
+            if nxt == mu:
+                break
+            mu = nxt
     log_total = np.log(total)
     for k in range(K):
         la_new[k] = max(la_new[k] - log_total, _LOG_TINY)
+
+
+@nb.njit(nogil=True, cache=True)
+def _exact_step(la_cur, grad, g_min, g_max, s, a_cur, A, la_new, a_new, v_block):
+    """Move example i's alphas to the block's minimum (_exact_block), updating la_cur,
+    a_cur and s = w.x_i in place; returns the change of D (eq. 13), <= 0."""
+    K = la_cur.shape[0]
+    _exact_block(la_cur, grad, g_min, g_max, s, a_cur, A, la_new, v_block)
+    d_ent = 0.0
+    d_lin = 0.0
+    d_sq = 0.0
+    for k in range(K):
+        a_new[k] = np.exp(la_new[k])
+        d = a_new[k] - a_cur[k]
+        d_ent += a_new[k] * la_new[k] - a_cur[k] * la_cur[k]
+        d_lin += d * s[k]
+        d_sq += d * d
+    for k in range(K):
+        s[k] -= A * (a_new[k] - a_cur[k])
+        a_cur[k] = a_new[k]
+        la_cur[k] = la_new[k]
+    return d_ent - d_lin + 0.5 * A * d_sq
 
 
 @nb.njit(nogil=True, cache=True)
@@ -163,6 +223,7 @@ def _mlr_pass(indptr, indices, data, bias, C, w, log_alpha, index, active, tol,
     la_cur = np.empty(K)
     a_new = np.empty(K)
     la_new = np.empty(K)
+    v_block = np.empty(K)  # _exact_block's scratch
     max_violation = 0.0
     updates = 0
     pos = 0
@@ -196,23 +257,6 @@ def _mlr_pass(indptr, indices, data, bias, C, w, log_alpha, index, active, tol,
                     max_violation = v_i
             if v_i <= 1e-12 or (step > 0 and v_i < 0.1 * tol):
                 break
-            if exact and v_i > exact_gap:
-                _exact_block(la_cur, grad, g_min, g_max, s, a_cur, A, la_new)
-                d_ent = 0.0
-                d_lin = 0.0
-                d_sq = 0.0
-                for k in range(K):
-                    a_new[k] = np.exp(la_new[k])
-                    d = a_new[k] - a_cur[k]
-                    d_ent += a_new[k] * la_new[k] - a_cur[k] * la_cur[k]
-                    d_lin += d * s[k]
-                    d_sq += d * d
-                objective[0] += d_ent - d_lin + 0.5 * A * d_sq  # the block's minimum: <= 0
-                for k in range(K):
-                    s[k] -= A * (a_new[k] - a_cur[k])
-                    a_cur[k] = a_new[k]
-                    la_cur[k] = la_new[k]
-                continue
             eta = 0.5
             accepted = False
             for trial in range(max_trials):
@@ -248,6 +292,20 @@ def _mlr_pass(indptr, indices, data, bias, C, w, log_alpha, index, active, tol,
                         la_cur[k] = la_new[k]
                     break
                 eta *= 0.5
+            if exact and v_i > exact_gap:
+                # EG's one step size is bounded by the curvature of the example's large
+                # classes: where it left more than EG_LEAVES of the gap, the block is
+                # minimised exactly from where EG got (the stall at 44M examples)
+                g_max = -np.inf
+                g_min = np.inf
+                for k in range(K):
+                    grad[k] = la_cur[k] - s[k]
+                    g_max = max(g_max, grad[k])
+                    g_min = min(g_min, grad[k])
+                if g_max - g_min > EG_LEAVES * v_i:
+                    objective[0] += _exact_step(la_cur, grad, g_min, g_max, s, a_cur, A,
+                                                la_new, a_new, v_block)
+                    continue
             if not accepted:
                 break
         # eq. 14 once for all inner steps: w_k -= C (alpha'_ik - alpha_ik) x_i
@@ -277,6 +335,9 @@ class DualMLR(ReorderingClassifier):
     step: "exact" minimises D over the alphas of a visited example whose gap exceeds
     exact_gap (_exact_block) and takes EG steps below it, "eg" takes only the paper's
     exponentiated-gradient steps (eq. 11) with step halving;
+    shrink_below: the shrinking tolerance cools down to eps * shrink_below while the
+    stopping test stays every v_i < eps (1: LIBLINEAR's cooling, which at eps cycles
+    through a full pass per reactivation, 11 of them on ja-en S6; issue 30);
     memory: the budget (--memory) that sizes the streamed chunks and compact copies.
     """
 
@@ -285,7 +346,7 @@ class DualMLR(ReorderingClassifier):
     def __init__(self, C: float = 1.0, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, init_eps: float = 1e-3,
                  max_trials: int = 30, inner_steps: int = 1, step: str = "exact",
-                 exact_gap: float = 2.0,
+                 exact_gap: float = 2.0, shrink_below: float = 0.25,
                  n_classes: int | None = None, verbose: bool = False,
                  memory: int | str | None = None):
         self.C = C
@@ -298,6 +359,7 @@ class DualMLR(ReorderingClassifier):
         self.inner_steps = inner_steps
         self.step = step
         self.exact_gap = exact_gap
+        self.shrink_below = shrink_below
         self.n_classes = n_classes
         self.verbose = verbose
         self.memory = memory
@@ -311,9 +373,18 @@ class DualMLR(ReorderingClassifier):
         C, bias = float(self.C), float(self.bias)
         w = np.zeros((F + 1, K), dtype=np.float64)
         rows = (X.indptr, X.indices, X.data)
-        state = solver_state(rows, [(np.float64, (K,))])  # log alpha, beside a mapped matrix
+        # log alpha: in memory with the rows when the problem fits its share of the budget
+        # (rows.RESIDENT_SHARE; one random order a pass, nothing read or written per
+        # chunk: the solver of 78832e3); else beside a mapped matrix, streamed (bounded
+        # memory, issue 13). Issue 30.
+        resident = fits_in_memory(rows, K * np.dtype(np.float64).itemsize, self.memory)
+        if resident:
+            rows = rows_in_memory(rows, self.memory)
+            state = MemoryState([np.empty((n, K), dtype=np.float64)])
+        else:
+            state = solver_state(rows, [(np.float64, (K,))])
         try:
-            for lo, hi, part in iter_row_chunks(X):  # read with pread, never faulted in
+            for lo, hi, part in iter_row_chunks(rows):  # read with pread, never faulted in
                 alpha = np.full((hi - lo, K), self.init_eps / (K - 1), dtype=np.float64)  # eq. 15
                 alpha[np.arange(hi - lo), y[lo:hi]] = 1.0 - self.init_eps
                 _init_w(*part, y[lo:hi], bias, C, alpha, w)
@@ -330,7 +401,8 @@ class DualMLR(ReorderingClassifier):
             # driver's stall test (shrinking.py) reactivates such a phase.
             result = run_shrinking(
                 kernel, lambda: objective[0], rows, state, float(self.eps), int(self.max_passes),
-                int(self.seed), self.verbose, family="dual-mlr", memory=self.memory)
+                int(self.seed), self.verbose, family="dual-mlr", memory=self.memory,
+                resident=resident, shrink_below=float(self.shrink_below))
             self.dual_objective_ = self._dual_value(w, state)
         finally:
             state.close()

@@ -28,6 +28,14 @@ current passes need:
   is a coarser shuffle than one random order over all rows; for the SVM it changed the
   number of passes by no more than seeds do, and the dual MLR converges under it with
   the driver's stall test (shrinking.py).
+- `Resident`: the full problem of a solver that asks for it (the dual MLR) when its
+  rows and state take at most RESIDENT_SHARE of the budget (`fits_in_memory`): the
+  rows copied in with pread (`rows_in_memory`), the state in memory, one random order
+  over the active set a pass and shrunk examples kept behind it in one index array
+  (78832e3's solver). On the 45k-pair ja-en store (S7, one direction, EG steps) the
+  streamed solve took 20.5 CPU s against these passes' 10.8 (issue 30): 71 passes
+  instead of 58 under the chunked order, and per pass a Python loop over the chunks
+  reading and writing each one's state and order keys and sorting the keys.
 - `Compacted`: once the active set of a streamed problem is at most COMPACT_BELOW of
   the rows and a copy of its rows and state fits COMPACT_SHARE of the memory budget,
   they are copied out and the passes until the next reactivation run on that copy (one
@@ -55,6 +63,11 @@ from training.parallel import DEFAULT_MEMORY, parse_memory
 BLOCK_LOG2 = 10  # rows join chunks in blocks of 1,024 consecutive rows
 COMPACT_BELOW = 0.25  # copy the active rows out once they are at most this fraction
 COMPACT_SHARE = 0.5  # ... and the copy takes at most this share of the memory budget
+# A whole problem within this share of the budget is solved resident (rows_in_memory):
+# 512 MiB at the default 4G, ~4.7M examples of ja-en S6 (108 bytes an example with the
+# dual MLR's log alpha). The 16M-example store (1.5 GB) keeps streaming with its peak
+# of issue 13 (737 MiB); the everyday 1.4M-example one (158 MB) stays resident (issue 30).
+RESIDENT_SHARE = 0.125
 
 Rows = tuple  # (indptr, indices, data) of a CSR matrix, as the kernels take it
 # The family's kernel: kernel(rows, state, index, active, tol) runs over index[:active],
@@ -177,9 +190,45 @@ def chunk_entries(memory: int | str | None) -> int:
     return max(1, CHUNK_NNZ * budget // parse_memory(DEFAULT_MEMORY))
 
 
+def visiting_rng(seed: int) -> np.ndarray:
+    """The xorshift64* state every visiting order of a solve is drawn from."""
+    return np.array([np.uint64(seed) ^ np.uint64(0x9E3779B97F4A7C15)], dtype=np.uint64)
+
+
+def problem_bytes(rows: Rows, row_bytes: int, active: int | None = None) -> int:
+    """About what `active` examples (default all) take in memory: their rows at the mean
+    row length, row pointers, one visiting-order entry and `row_bytes` of state each."""
+    indptr, indices, data = rows
+    n = indptr.shape[0] - 1
+    entry = indices.itemsize + (data.itemsize if data.ndim == 1 and data.strides[0] != 0 else 0)
+    nnz = int(indptr[n]) - int(indptr[0])
+    per_row = nnz / max(n, 1) * entry + 8 + 4 + row_bytes
+    return int((n if active is None else active) * per_row)
+
+
+def fits_in_memory(rows: Rows, row_bytes: int, memory: int | str | None) -> bool:
+    """Whether the whole problem (its rows and `row_bytes` of state per example) takes at
+    most RESIDENT_SHARE of the memory budget."""
+    budget = parse_memory(DEFAULT_MEMORY if memory is None else memory)
+    return problem_bytes(rows, row_bytes) <= RESIDENT_SHARE * budget
+
+
+def rows_in_memory(rows: Rows, memory: int | str | None = None) -> Rows:
+    """The rows themselves when they are in memory; a copy read with pread, chunk by
+    chunk, when they are in a file (a mapped matrix is then never faulted in)."""
+    if file_of(rows[1]) is None:
+        return rows
+    n = rows[0].shape[0] - 1
+    return _copy_rows(rows, np.arange(n, dtype=np.int64), chunk_entries(memory))
+
+
 class Resident:
     """Rows and per-example state in memory; a pass visits the active set in one random
-    order. (The base of `Compacted`.)
+    order, shrunk examples wait behind `active` in the one index array and a
+    reactivation makes them active again (the solver of 78832e3). As the full problem
+    it is the source of a problem that fits the memory budget (fits_in_memory,
+    rows_in_memory): no state file, no chunks, nothing read or written per pass.
+    (The base of `Compacted`.)
 
     rows: the CSR arrays of the examples; state: the family's per-example arrays (first
     axis = example), updated in place; rng: the xorshift64* state of the visiting orders.
@@ -196,6 +245,20 @@ class Resident:
         self.active, max_violation, updates = kernel(self.rows, self.state, self.index,
                                                      self.active, tol)
         return self.active, max_violation, updates
+
+    def shrunk(self) -> "Resident":
+        """The same index array: the shrunk examples wait behind `active`."""
+        return self
+
+    def reactivate(self) -> "Resident":
+        self.active = self.index.shape[0]
+        return self
+
+    def write_back(self) -> None:
+        """Nothing to do: the state arrays are the problem's own."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 class Streamed:
@@ -219,7 +282,7 @@ class Streamed:
         self.rows = rows
         self.n = n = rows[0].shape[0] - 1
         self.state = state if isinstance(state, ExampleState) else MemoryState(state)
-        self.rng = np.array([np.uint64(seed) ^ np.uint64(0x9E3779B97F4A7C15)], dtype=np.uint64)
+        self.rng = visiting_rng(seed)
         self.memory = parse_memory(DEFAULT_MEMORY if memory is None else memory)
         self.chunk_nnz = chunk_entries(self.memory)
         self.reader = RowReader(rows)
@@ -277,13 +340,8 @@ class Streamed:
         return Compacted(self, _copy_rows(self.rows, keep, self.chunk_nnz), self.state.take(keep), keep)
 
     def compact_bytes(self) -> int:
-        """About what a compact copy of the active examples takes: their rows at the
-        mean row length, row pointers, visiting order and state."""
-        indptr, indices, data = self.rows
-        entry = indices.itemsize + (data.itemsize if data.ndim == 1 and data.strides[0] != 0 else 0)
-        nnz = int(indptr[self.n]) - int(indptr[0])
-        per_row = nnz / max(self.n, 1) * entry + 8 + 4 + self.state.row_bytes
-        return int(self.active * per_row)
+        """About what a compact copy of the active examples takes (problem_bytes)."""
+        return problem_bytes(self.rows, self.state.row_bytes, self.active)
 
     def active_ids(self) -> np.ndarray:
         """The active examples' numbers, sorted (read from the order keys a piece at a time)."""

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 from training.progress import progress
 
-from training.families.solvers.rows import Kernel, Rows, Streamed
-from training.families.solvers.state import ExampleState
+from training.families.solvers.rows import Kernel, Resident, Rows, Streamed, visiting_rng
+from training.families.solvers.state import ExampleState, MemoryState
 
 STALL_PASSES = 20  # a phase whose largest violation fell by less than STALL_DROP
 STALL_DROP = 0.01  # over this many passes reactivates everything
@@ -61,7 +61,8 @@ class ShrinkingResult:
 def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows,
                   state: "ExampleState | tuple", eps: float, max_passes: int, seed: int,
                   verbose: bool = False, family: str = "shrinking",
-                  memory: int | str | None = None) -> ShrinkingResult:
+                  memory: int | str | None = None, resident: bool = False,
+                  shrink_below: float = 1.0) -> ShrinkingResult:
     """Run passes until the stopping test above holds or `max_passes` is reached.
 
     rows: the CSR arrays of the examples; state: the family's per-example arrays (an
@@ -69,11 +70,18 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows,
     example), up to date when this returns. kernel: the family's pass over
     index[:active] (see the module docstring); objective(): its objective after a pass.
     The rows are streamed a chunk at a time and compacted once few are active and the
-    copy fits the memory budget (rows.Streamed). family: names the progress bar and the
-    warning.
+    copy fits the memory budget (rows.Streamed); resident=True: rows and state are in
+    memory (a MemoryState or a tuple) and every pass visits the active set in one random
+    order (rows.Resident), for a problem that fits the budget (rows.fits_in_memory).
+    shrink_below: the shrinking tolerance cools down to eps * shrink_below (1: to eps);
+    the stopping test stays eps. family: names the progress bar and the warning.
     """
     n = rows[0].shape[0] - 1
-    full = Streamed(rows, state, seed, memory)
+    if resident:
+        arrays = tuple(state.arrays) if isinstance(state, MemoryState) else tuple(state)
+        full = Resident(rows, arrays, visiting_rng(seed))
+    else:
+        full = Streamed(rows, state, seed, memory)
     source = full
     tol = max(10.0 * eps, 1.0) if eps < 1.0 else eps
     from_all = True  # this pass visits every example
@@ -99,14 +107,14 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows,
             bar.update(1)
             bar.set_postfix(active=f"{active_before / max(n, 1):.3f}", tol=f"{tol:.3g}",
                             viol=f"{max_violation:.3g}")
+            if from_all and max_violation < eps:
+                converged = True
+                break
             if active == 0 or max_violation < tol:
-                if from_all and max_violation < eps:
-                    converged = True
-                    break
                 # Everything looked optimal at this tolerance: check all examples again
                 # with a tighter one (LIBLINEAR-style cooling).
                 source = source.reactivate()
-                tol = max(tol / 2.0, eps)
+                tol = max(tol / 2.0, eps * shrink_below)
                 from_all, phase = True, []
                 continue
             if len(phase) > STALL_PASSES and phase[-1] > (1.0 - STALL_DROP) * phase[-1 - STALL_PASSES]:
