@@ -103,9 +103,10 @@ def test_the_readme_two_commands(tmp_path):
     assert second == "python3 -m pip install -e '.[test,align]' && python3 -m pytest -q"
     assert second in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     # command 1: the package is installed already (this test imports it); run the main job as written
-    assert first.startswith(INSTALL + ". && ")
+    install = INSTALL + "'.[train]' && "        # the training extra: `pip install -e .` is the server alone
+    assert first.startswith(install)
     root = scratch_checkout(tmp_path)
-    done = run_shell(first.removeprefix(INSTALL + ". && "), root)
+    done = run_shell(first.removeprefix(install), root)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ExternalReordering name=LexicalReordering0" in done.stdout and "[distortion-limit]" in done.stdout
     assert (root / "work" / "demo" / "report.md").is_file()

@@ -75,10 +75,11 @@ def read_table(path: Path) -> dict[str, list[tuple[str, np.ndarray]]]:
 
 
 def served_scores(address: str, model: str, table: dict[str, list[tuple[str, np.ndarray]]],
-                  per_request: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+                  per_request: int = 2000, max_source: int = 4000) -> tuple[np.ndarray, np.ndarray]:
     """(served, table) rows for every pair of the table, asked of the server a few thousand
-    pairs per Score RPC: the source phrases side by side as one 'sentence', each pair on
-    its phrase's span (the lexical family reads the phrase pair, nothing around it)."""
+    pairs per Score RPC: the source phrases side by side as one 'sentence' of at most
+    `max_source` tokens (the server's --max-source-tokens is 4096), each pair on its phrase's
+    span (the lexical family reads the phrase pair, nothing around it)."""
     served, expected = [], []
     with ScoringClient(address, model=model, timeout=60) as client:
         client.pin()
@@ -90,7 +91,7 @@ def served_scores(address: str, model: str, table: dict[str, list[tuple[str, np.
             for target, scores in targets:
                 pairs.append((start, len(source), target.split(), [(0, 0)]))
                 rows.append(scores)
-            if len(pairs) >= per_request:
+            if len(pairs) >= per_request or len(source) >= max_source:
                 served.append(client.score(source, pairs).probabilities)
                 expected += rows
                 source, pairs, rows = [], [], []
@@ -126,14 +127,14 @@ def test_the_published_models_saw_every_sentence_and_the_evaluated_ones_are_kept
     svm = next(row for row in result["rows"] if row["family"] == "svm")
     cal = svm["published_sentences"]["calibration"]
     assert 0 < cal and svm["evaluated_sentences"]["calibration"] > 0
-    table = out / f"reordering-table.{TYPE}.gz"
+    table = f"reordering-table.{TYPE}.gz"          # paths relative to OUT, as the report's Models table
     lexical, svm_file = (f"{NAME}-{family}/1/model.mrw" for family in ("lexical", "svm"))
     assert f"| Moses's lexicalized table `{table}` | all {N_PAIRS:,} |" in report
-    assert (f"| lexical, evaluated (the figures below; not served) `{out / 'evaluated' / lexical}` | "
+    assert (f"| lexical, evaluated (the figures below; not served) `evaluated/{lexical}` | "
             f"1–{n_fit:,} of {N_PAIRS:,}; not {n_fit + 1:,}–{N_PAIRS:,} |" in report)
-    assert (f"| lexical, refit and published (served as {NAME}-lexical, version 1) `{out / 'models' / lexical}` | "
+    assert (f"| lexical, refit and published (served as {NAME}-lexical, version 1) `models/{lexical}` | "
             f"all {N_PAIRS:,} |" in report)
-    assert (f"| svm, refit and published (served as {NAME}-svm, version 1) `{out / 'models' / svm_file}` | "
+    assert (f"| svm, refit and published (served as {NAME}-svm, version 1) `models/{svm_file}` | "
             f"all {N_PAIRS:,} (fit 1–{N_PAIRS - cal:,}, calibration {N_PAIRS - cal + 1:,}–{N_PAIRS:,}) |" in report)
     assert "no model saw these sentences" not in report.lower()
 
@@ -148,7 +149,7 @@ def test_no_refit_publishes_the_evaluated_models(corpus, tmp_path, capsys):
     assert not (out / "evaluated").exists()
     assert "the evaluated models are the published ones" in report
     assert (f"| lexical, evaluated and published (served as {NAME}-lexical, version 1) "
-            f"`{out / 'models' / NAME}-lexical/1/model.mrw` | 1–540 of 600; not 541–600 |" in report)
+            f"`models/{NAME}-lexical/1/model.mrw` | 1–540 of 600; not 541–600 |" in report)
     assert "run without --no-refit for models trained on the same sentences as the table" in report
 
 
