@@ -1,4 +1,5 @@
-"""Tuned translation quality on ja-en: the SVM paper's Table 8 with MERT, PRO and batch-MIRA.
+"""Tuned translation quality: the SVM paper's Table 8 with MERT, PRO and batch-MIRA, on ja-en
+(Tanaka) and on ja-en-kyoto (Wikipedia).
 
 What it does (issue 16), every step resumable from the state it left under --work:
 
@@ -29,6 +30,19 @@ What it does (issue 16), every step resumable from the state it left under --wor
 6. the record (benchmarks/translation-runs/, committed): every finished run's tuned
    weights, decodes and timings. A new machine or work directory rebuilds the system and
    restores the finished runs from it, so only unfinished runs are tuned again.
+
+A corpus shipped without train.align and with dev and test sets of whole articles (ja-en-kyoto,
+issue 29; train.{ja,en}.xz are read as they are) takes another road: train, dev and test are
+aligned together with `moses-reorder align` (dev/test links serve only the classification
+study), nothing is held out of train, every system step is measured (wall, CPU, peak memory),
+and the plan is `articles_plan` at a distortion limit of its own (--limit, --tuner,
+--best-system, --dev-lines, --decoder):
+
+    python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --system-only
+    python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --decode-probe 100:6,12,20
+    python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --classify
+    python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --limit L --jobs 2
+    python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --extra-test DIR
 
 Run from the repository root (its `training`/`server` packages are the ones used).
 The Moses build (with ExternalReordering installed by moses_ff/install.sh) and the work
