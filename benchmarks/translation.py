@@ -873,13 +873,10 @@ class Study:
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
 
-    def translate(self, ini: Path, subset: str | Path, out: Path, log: Path, decoder: str = "moses",
-                  threads: int = 1) -> float:
-        """Decode a subset's source side (or a source file) with one ini; returns wall seconds."""
-        source = subset if isinstance(subset, Path) else self.text(subset, SRC)
-        with open(source, "rb") as fin, open(out, "wb") as fout, open(log, "wb") as ferr:
-            return self.run([self.bin / decoder, "-f", ini, "-threads", str(threads)],
-                            stdin=fin, stdout=fout, stderr=ferr)
+    def translate(self, ini: Path, subset: str, out: Path, log: Path) -> float:
+        """Decode a subset's source side with one ini, one thread; returns wall seconds."""
+        with open(self.text(subset, SRC), "rb") as fin, open(out, "wb") as fout, open(log, "wb") as ferr:
+            return self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
 
     def decode(self, job: Job, system: System, d: Path, subset: str) -> None:
         if (d / f"{subset}.json").is_file():
