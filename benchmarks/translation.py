@@ -419,7 +419,15 @@ class Study:
     def mark(self, step: str, **info) -> None:
         state = self.work / "state"
         state.mkdir(parents=True, exist_ok=True)
-        (state / f"{step}.done").write_text(json.dumps(info, indent=1) + "\n")
+        _atomic_write(state / f"{step}.done", (json.dumps(info, indent=1) + "\n").encode())
+
+    def marked(self, step: str) -> dict:
+        """What a finished step recorded (its measurements); {} for a step not done."""
+        return json.loads((self.work / "state" / f"{step}.done").read_text()) if self.done(step) else {}
+
+    def marked_steps(self, prefix: str) -> list[str]:
+        """The finished steps whose names start with PREFIX, sorted."""
+        return sorted(p.name.removesuffix(".done") for p in (self.work / "state").glob(f"{prefix}*.done"))
 
     # -- paths
     @property
@@ -569,8 +577,7 @@ class Study:
             return self.text("dev", lang)
         path = self.cdir / f"dev{self.dev_lines}.{lang}"
         if not path.is_file():
-            _atomic_write(path, "".join(l + "\n" for l in lines_of(self.text("dev", lang))[:self.dev_lines])
-                          .encode("utf-8"))
+            write_head(self.text("dev", lang), self.dev_lines, path)
         return path
 
     def filtered_ini(self, subset: str) -> Path:
@@ -959,7 +966,7 @@ def decode_probe(study: Study, n: int, limits: list[int], decoders: list[tuple[s
     d = study.work / "probe"
     d.mkdir(parents=True, exist_ok=True)
     head = d / f"dev-head{n}.{SRC}"
-    head.write_text("".join(line + "\n" for line in lines_of(study.text("dev", SRC))[:n]), encoding="utf-8")
+    write_head(study.text("dev", SRC), n, head)
     n_dev = count_lines(study.text("dev", SRC))
     rows = ["| decoder | threads | distortion limit | s/sent (decode wall, loading excluded) | load | "
             f"one dev decode ({n_dev} sentences), min |", "|---|---|---|---|---|---|"]
@@ -1018,10 +1025,6 @@ def classify_summary(study: Study, models: list[str]) -> str:
     on the pairs the decoder can score; with each model's size and training cost."""
     from training.modelfile.model import load_model
 
-    def mark(step: str) -> dict:
-        path = study.work / "state" / f"{step}.done"
-        return json.loads(path.read_text()) if path.is_file() else {}
-
     lines = ["| model | features kept | train wall s | train CPU s | peak MB | direction | pairs | n | "
              "accuracy table | accuracy model | log-loss table | log-loss model |", "|---" * 12 + "|"]
     for name in models:
@@ -1029,7 +1032,7 @@ def classify_summary(study: Study, models: list[str]) -> str:
         if not path.is_file():
             continue
         report = json.loads(path.read_text())
-        took = mark(f"model-{name}")
+        took = study.marked(f"model-{name}")
         size = f"{load_model(study.model_path(name), warm_up=False).n_features:,}"
         for d, slices in report["directions"].items():
             for slice_name, label in (("all", "all"), ("seen", "decodable (seen)")):
@@ -1048,18 +1051,16 @@ def system_summary(study: Study) -> str:
     def row(label: str, took: dict) -> None:
         if "cpu_seconds" in took:
             rows.append(f"| {label} | {took['wall_seconds']:.0f} | {took['cpu_seconds']:.0f} | {took['peak_mb']} |")
-    state = study.work / "state"
-    mark = lambda step: json.loads((state / f"{step}.done").read_text()) if study.done(step) else {}  # noqa: E731
-    row("moses-reorder align (train+dev+test)", mark("align"))
-    for what, took in mark("tm").get("steps", {}).items():
+    row("moses-reorder align (train+dev+test)", study.marked("align"))
+    for what, took in study.marked("tm").get("steps", {}).items():
         row(f"train-model.perl: {what}", took)
-    row("moses-reorder extract (hier-msd store)", mark("store"))
-    row("moses-reorder lexical", mark("ours-lexical"))
-    for path in sorted(state.glob("features-*.done")):
-        row(f"moses-reorder features {path.name[9:-5].replace('+', ',')}", json.loads(path.read_text()))
-    for path in sorted(state.glob("model-*.done")):
-        row(f"moses-reorder train {path.name[6:-5]}", json.loads(path.read_text()))
-    corpus = mark("corpus")
+    row("moses-reorder extract (hier-msd store)", study.marked("store"))
+    row("moses-reorder lexical", study.marked("ours-lexical"))
+    for step in study.marked_steps("features-"):
+        row(f"moses-reorder features {step.removeprefix('features-').replace('+', ',')}", study.marked(step))
+    for step in study.marked_steps("model-"):
+        row(f"moses-reorder train {step.removeprefix('model-')}", study.marked(step))
+    corpus = study.marked("corpus")
     head = f"corpus: {corpus.get('train')} training pairs, dev {corpus.get('dev')}, test {corpus.get('test')}"
     if study.done("store"):
         from training.store.examples import ExampleStore
@@ -1153,6 +1154,11 @@ def copy_text(src: Path, dest: Path) -> None:
     with (lzma.open(src, "rb") if src.suffix == ".xz" else open(src, "rb")) as fin, open(tmp, "wb") as fout:
         shutil.copyfileobj(fin, fout, 1 << 20)
     os.replace(tmp, dest)
+
+
+def write_head(src: Path, n: int, dest: Path) -> None:
+    """DEST = the first N lines of SRC, written atomically."""
+    _atomic_write(dest, "".join(line + "\n" for line in lines_of(src)[:n]).encode("utf-8"))
 
 
 def count_lines(path: Path) -> int:
