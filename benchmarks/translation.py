@@ -366,6 +366,7 @@ class Study:
         self.dev_lines = getattr(args, "dev_lines", 0)
         self.decoder = getattr(args, "decoder", "moses")
         self.tune_threads = getattr(args, "tune_threads", 1)
+        self.max_iterations = getattr(args, "max_iterations", 0)
         self.lock = threading.Lock()
         # One lock per model, so a job whose model is ready (or another model) never waits for
         # an unrelated training run (2026-11-27: a core sat idle for 9 min of the hybrid's
@@ -866,6 +867,8 @@ class Study:
                self.bin / self.decoder, dev_ini, "--mertdir", self.mertdir(), "--working-dir", mert,
                "--no-filter-phrase-table", "--nbest", str(NBEST), "--decoder-flags", f"-threads {self.tune_threads}",
                *METHODS[job.method]]
+        if self.max_iterations:
+            cmd += ["--maximum-iterations", str(self.max_iterations)]
         if cont:
             cmd.append("--continue")
         self.log(f"{job.key}: tuning{' (continued)' if cont else ''}")
@@ -876,14 +879,17 @@ class Study:
         shutil.copyfile(mert / "moses.ini", d / "tuned.ini")
         info = {"seconds": round(secs, 1), "iterations": iterations, "continued": cont,
                 "tune_sentences": count_lines(self.tune_text(SRC)), "decoder": self.decoder,
-                "threads": self.tune_threads, **dev_bleu(mert, self.tune_text(TGT))}
+                "threads": self.tune_threads, "max_iterations": self.max_iterations or None,
+                **dev_bleu(mert, self.tune_text(TGT))}
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
 
     def translate(self, ini: Path, subset: str, out: Path, log: Path) -> float:
-        """Decode a subset's source side with one ini, one thread; returns wall seconds."""
+        """Decode a subset's source side with one ini, one thread, by the decoder that tuned
+        (--decoder: weights tuned with one decoder are tested with it); returns wall seconds."""
         with open(self.text(subset, SRC), "rb") as fin, open(out, "wb") as fout, open(log, "wb") as ferr:
-            return self.run([self.bin / "moses", "-f", ini, "-threads", "1"], stdin=fin, stdout=fout, stderr=ferr)
+            return self.run([self.bin / self.decoder, "-f", ini, "-threads", "1"], stdin=fin, stdout=fout,
+                            stderr=ferr)
 
     def decode(self, job: Job, system: System, d: Path, subset: str) -> None:
         if (d / f"{subset}.json").is_file():
@@ -894,7 +900,7 @@ class Study:
                                              (d / f"{subset}.log").read_bytes())]
         n = sum(1 for _ in open(d / f"{subset}.out", encoding="utf-8"))
         info = {"wall_seconds": round(secs, 2), "sentences": n, "decode_seconds": round(sum(took), 3),
-                "timed_sentences": len(took)}
+                "timed_sentences": len(took), "decoder": self.decoder}
         (d / f"{subset}.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: {subset} decoded in {secs:.0f} s ({n} sentences)")
 
@@ -1416,7 +1422,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--best-system", help="the best External system (e.g. svm-S6-dl20): adds its runs 2-3 to that plan")
     p.add_argument("--dev-lines", type=int, default=0,
                    help="tune on the first N lines of dev (default 0: all of it)")
-    p.add_argument("--decoder", choices=["moses", "moses2"], default="moses", help="decoder the tuner runs")
+    p.add_argument("--decoder", choices=["moses", "moses2"], default="moses",
+                   help="decoder the tuner runs and the test set is decoded with")
+    p.add_argument("--max-iterations", type=int, default=0,
+                   help="cap on each tuning run's iterations (mert-moses.pl --maximum-iterations; default 0: "
+                        "its own cap of 25)")
     p.add_argument("--tune-threads", type=int, default=1, help="decoder threads of each tuning run (default 1)")
     p.add_argument("--system-only", action="store_true",
                    help="only build the system (alignment, LM, tables, filtered tables, our example store and "

@@ -102,7 +102,7 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
     for i, job in enumerate(jobs):
         if job.kind == "heldout":
             assert f"tune:{job.system}:{job.method}{job.run}" in keys[:i], job.key
-    # every system at limit 12 (ja-en needs it), none at the default 6 (sessions 5-6 measured those)
+    # every system at limit 12 (ja-en needs it), none at the default 6 (measured on 2026-11-23, RESULTS)
     at_12 = {s.name for s in study_mod.SYSTEMS.values() if s.distortion_limit == study_mod.LIMIT}
     assert {j.system for j in jobs} == at_12
     assert keys[:2] == ["tune:lexical-dl12:mert1", "tune:svm-S6-dl12:mert1"]
@@ -125,7 +125,7 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
 
 
 def test_no_instance_attribute_hides_a_method(study):
-    # Session 8: an attribute named like the decode method made every decode fail at run time.
+    # 2026-11-24: an attribute named like the decode method made every decode fail at run time.
     hidden = [name for name in vars(study) if callable(getattr(type(study), name, None))]
     assert hidden == []
 
@@ -239,7 +239,7 @@ def test_dev_bleu_scores_the_tuners_last_dev_decode(tmp_path, corpus):
 
 def test_two_jobs_filtering_one_subset_at_once_filter_it_once(tmp_path, corpus):
     """Both held-out decodes of a run number start together; the tables are filtered once,
-    and neither decodes from a directory the other is rewriting (session 14's race)."""
+    and neither decodes from a directory the other is rewriting (a race fixed in 89d38db)."""
     import threading
 
     script = tmp_path / "moses" / "scripts" / "training" / "filter-model-given-input.pl"
