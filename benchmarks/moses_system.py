@@ -200,9 +200,15 @@ def decode(moses: Path, ini: Path, src: Path, threads: int = 1, flags: tuple[str
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     err = run.stderr.decode("utf-8", "replace")
     took = [float(m) for m in re.findall(r"Translation took (\d+\.\d{3})", err)]  # 3 decimals: threads interleave lines
-    loaded = re.search(r"(?:Created input-output object|Loaded) : \[([0-9.]+)\] seconds", err)
     return Decode(run.stdout.decode("utf-8").splitlines(), seconds, float(np.sum(took)), run.returncode, err,
-                  float(loaded.group(1)) if loaded else 0.0, cpu)
+                  load_seconds(err), cpu)
+
+
+def load_seconds(stderr: str) -> float:
+    """Moses's own clock when loading ended, from its log (moses and moses2 print it; moses2
+    prints no per-sentence 'Translation took', so its decode time is the wall minus this)."""
+    loaded = re.search(r"(?:Created input-output object|Loaded) : \[([0-9.]+)\] seconds", stderr)
+    return float(loaded.group(1)) if loaded else 0.0
 
 
 def free_port() -> int:

@@ -896,11 +896,10 @@ class Study:
             return
         ini = self.system_ini(system, subset, weights_from=d / "tuned.ini")
         secs = self.translate(ini, subset, d / f"{subset}.out", d / f"{subset}.log")
-        took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
-                                             (d / f"{subset}.log").read_bytes())]
         n = sum(1 for _ in open(d / f"{subset}.out", encoding="utf-8"))
-        info = {"wall_seconds": round(secs, 2), "sentences": n, "decode_seconds": round(sum(took), 3),
-                "timed_sentences": len(took), "decoder": self.decoder}
+        took, timed = decode_seconds(d / f"{subset}.log", secs, n)
+        info = {"wall_seconds": round(secs, 2), "sentences": n, "decode_seconds": round(took, 3),
+                "timed_sentences": timed, "decoder": self.decoder}
         (d / f"{subset}.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: {subset} decoded in {secs:.0f} s ({n} sentences)")
 
@@ -913,14 +912,13 @@ class Study:
         self.prepare_system(system)
         ini = self.system_ini(system, "test", weights_from=d / "tuned.ini")
         wall = self.translate(ini, "test", d / "timing.out", d / "timing.log")
-        took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
-                                             (d / "timing.log").read_bytes())]
+        took, timed = decode_seconds(d / "timing.log", wall, count_lines(d / "timing.out"))
         rpc = [float(x) for x in re.findall(rb"in one RPC, took ([0-9.]+) seconds", (d / "timing.log").read_bytes())]
         same = (d / "timing.out").read_bytes() == (d / "test.out").read_bytes()
         path = d / "timing.json"
         timings = json.loads(path.read_text()) if path.is_file() else []
-        timings.append({"sec_per_sent": sum(took) / max(1, len(took)), "wall_seconds": round(wall, 2),
-                        "rpc_sec_per_sent": sum(rpc) / max(1, len(took)),     # ExternalReordering's wait
+        timings.append({"sec_per_sent": took / max(1, timed), "wall_seconds": round(wall, 2),
+                        "rpc_sec_per_sent": sum(rpc) / max(1, timed),     # ExternalReordering's wait
                         "load": round(os.getloadavg()[0], 2), "same_output": same,
                         "at": time.strftime("%Y-%m-%d %H:%M:%S")})
         path.write_text(json.dumps(timings, indent=1) + "\n")
@@ -1101,6 +1099,54 @@ def retime_decodes(study: Study, jobs: list[Job], rounds: int, systems: list[str
                 study.retime(j)
 
 
+def gold_jumps(study: Study) -> tuple[np.ndarray, str]:
+    """Per sentence, the longest jump its gold alignment needs (Moses's distortion at the word
+    level): of the test articles, aligned with the training text (align_corpus), or else of
+    the held-out pairs (a corpus shipped with train.align has no test alignment)."""
+    if (study.cdir / "test.align").is_file():
+        gold, where = lines_of(study.cdir / "test.align"), "test"
+    else:
+        gold, where = lines_of(study.corpus / "train.align")[-study.heldout:], "held-out"
+    return longest_jumps(*parse_links("".join(line + "\n" for line in gold).encode("utf-8"), where)), where
+
+
+#: Buckets of issue 29's step 5: source length in tokens, and the longest jump the reference needs.
+LENGTH_BUCKETS = ((1, 15), (16, 25), (26, 40), (41, 10 ** 9))
+JUMP_BUCKETS = ((0, 6), (7, 12), (13, 20), (21, 10 ** 9))
+
+
+def breakdown(study: Study, runs: list[str]) -> str:
+    """Issue 29 step 5: the test BLEU of finished runs (SYSTEM:METHODk) on the sentences of each
+    source-length bucket and of each bucket of the longest jump the gold alignment needs, with
+    the difference of each run against the first: where in the test set a model wins or loses."""
+    from sacrebleu.metrics import BLEU
+
+    refs = lines_of(study.text("test", TGT))
+    lengths = np.array([len(line.split()) for line in lines_of(study.text("test", SRC))])
+    by = [("source tokens", lengths, LENGTH_BUCKETS)]
+    if (study.cdir / "test.align").is_file():  # test articles aligned here (a corpus without train.align)
+        by.append(("longest gold jump", gold_jumps(study)[0], JUMP_BUCKETS))
+    bleu = BLEU(tokenize="none", force=True)
+    hyps = {}
+    for spec in runs:
+        name, run = spec.split(":")
+        hyps[spec] = lines_of(study.work / "runs" / name / run / "test.out")
+    first = runs[0]
+    head = " | ".join(f"{SYSTEMS[r.split(':')[0]].label} {r.split(':')[1]}" for r in runs)
+    out = [f"| bucket | sentences | {head} | " + " | ".join(f"Δ {r.split(':')[0]}" for r in runs[1:]) + " |",
+           "|---|---:|" + "---:|" * (2 * len(runs) - 1)]
+    for what, values, buckets in by:
+        for lo, hi in buckets:
+            pick = np.flatnonzero((values >= lo) & (values <= hi))
+            if not len(pick):
+                continue
+            score = {r: bleu.corpus_score([hyps[r][i] for i in pick], [[refs[i] for i in pick]]).score for r in runs}
+            label = f"{what} {lo}-{hi}" if hi < 10 ** 9 else f"{what} {lo}+"
+            out.append(f"| {label} | {len(pick)} | " + " | ".join(f"{score[r]:.2f}" for r in runs) + " | "
+                       + " | ".join(f"{score[r] - score[first]:+.2f}" for r in runs[1:]) + " |")
+    return "\n".join(out) + "\n"
+
+
 def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
     """Re-decode the test set of finished runs (SYSTEM:METHODk) with their tuned weights and only
     the distortion limit changed: a cheap look at whether a limit is worth tuning for. The
@@ -1111,11 +1157,7 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
     bleu = BLEU(tokenize="none", force=True)
     out = ["| run: BLEU (decode s/sent, -threads 1) | " + " | ".join(f"limit {dl}" for dl in limits) + " |",
            "|---|" + "---|" * len(limits)]
-    if study.heldout:
-        gold, where = lines_of(study.corpus / "train.align")[-study.heldout:], "held-out"
-    else:                  # test articles aligned with the training text (align_corpus)
-        gold, where = lines_of(study.cdir / "test.align"), "test"
-    jumps = longest_jumps(*parse_links("".join(line + "\n" for line in gold).encode("utf-8"), where))
+    jumps, where = gold_jumps(study)
     out.append(f"| {where} pairs whose word order needs a longer jump ({len(jumps)} pairs, gold alignment) | "
                + " | ".join(f"{100 * np.mean(jumps > dl):.1f}%" for dl in limits) + " |")
     for spec in runs:
@@ -1133,12 +1175,14 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
                 ini = sweep / f"test.dl{dl}.ini"
                 write_ini(ini, sections)
                 tmp = sweep / f".test.dl{dl}.out"
-                study.translate(ini, "test", tmp, sweep / f"test.dl{dl}.log")
+                wall = study.translate(ini, "test", tmp, sweep / f"test.dl{dl}.log")
+                (sweep / f"test.dl{dl}.json").write_text(json.dumps({"wall_seconds": round(wall, 2)}) + "\n")
                 os.replace(tmp, hyp)
-            took = [float(x) for x in re.findall(rb"Translation took ([0-9.]+) seconds",
-                                                 (sweep / f"test.dl{dl}.log").read_bytes())]
+            wall = json.loads((sweep / f"test.dl{dl}.json").read_text())["wall_seconds"] \
+                if (sweep / f"test.dl{dl}.json").is_file() else 0.0
+            took, timed = decode_seconds(sweep / f"test.dl{dl}.log", wall, count_lines(hyp))
             cells.append(f"{bleu.corpus_score(lines_of(hyp), [refs]).score:.2f} "
-                         f"({sum(took) / max(1, len(took)):.2f} s/sent)")
+                         f"({took / max(1, timed):.2f} s/sent)")
             study.log(f"sweep {spec} limit {dl}: BLEU {cells[-1]}")
         out.append(f"| {system.label}, {METHOD_LABEL[run.rstrip('0123456789')]} run {run[-1]} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
@@ -1269,6 +1313,19 @@ def dev_bleu(mert: Path, refs: Path) -> dict[str, float | int]:
     return {"dev_bleu": round(score, 2), "dev_iteration": last}
 
 
+def decode_seconds(log: Path, wall: float, sentences: int) -> tuple[float, int]:
+    """Seconds a decode spent translating and the sentences they cover, from the decoder's log:
+    moses's per-sentence 'Translation took' summed; moses2 prints none, so its wall after
+    loading (by Moses's own clock), over every sentence (one thread)."""
+    from benchmarks.moses_system import load_seconds
+
+    text = log.read_text(encoding="utf-8", errors="replace")
+    took = [float(x) for x in re.findall(r"Translation took ([0-9.]+) seconds", text)]
+    if took:
+        return sum(took), len(took)
+    return max(0.0, wall - load_seconds(text)), sentences
+
+
 def lines_of(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
@@ -1349,7 +1406,8 @@ def table(study: Study, jobs: list[Job], subsets: list[tuple[str, str]] | None =
         out.append(f"**{title}**: BLEU/chrF = sacrebleu (tokenize none, force; chrF defaults), mean ± "
                    "sample s.d. over runs (the runs' values); p = paired bootstrap (1000 resamples) "
                    "against the system's baseline (Lexical unless named; same tuner) on the pooled "
-                   "outputs of the first n runs of each; s/sent = Moses's 'Translation took' summed / sentences (`-threads 1`, "
+                   "outputs of the first n runs of each; s/sent = Moses's 'Translation took' summed / sentences (moses2: "
+                   "the wall after loading / sentences; `-threads 1`, "
                    "decodes run beside other jobs on a shared 2-core machine); s/sent alone = the "
                    "same, re-decoded with `--retime` (each system and its baseline alternating, "
                    "nothing else of the study running; median over re-decodes, mean over runs); dev BLEU = "
@@ -1454,6 +1512,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-distortion", metavar="LIMITS",
                    help="only re-decode the test set of --sweep-runs at these distortion limits (e.g. 6,9,12,16) "
                         "with the runs' tuned weights and print BLEU")
+    p.add_argument("--breakdown", metavar="RUNS",
+                   help="only print the test BLEU of finished runs (SYSTEM:METHODk, comma-separated; the first "
+                        "is the reference) by source length and, for test articles aligned here, by the longest "
+                        "jump their gold alignment needs")
     p.add_argument("--sweep-runs", default="lexical:mert1,svm-S6:mert1",
                    help="finished runs for --sweep-distortion, SYSTEM:METHODk (default lexical:mert1,svm-S6:mert1)")
     args = p.parse_args(argv)
@@ -1510,6 +1572,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan:
         for j in jobs:
             print(f"{j.key:36} {'done' if study.finished(j) else 'tuned' if study.tuned(j) else '-'}")
+        return 0
+    if args.breakdown:
+        print(breakdown(study, args.breakdown.split(",")))
         return 0
     if args.sweep_distortion:
         try:

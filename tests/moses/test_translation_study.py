@@ -328,3 +328,38 @@ def test_tuning_on_a_dev_prefix_writes_its_first_lines(study):
     study.cdir.mkdir(parents=True, exist_ok=True)
     (study.cdir / "dev.en").write_text("".join(f"line {i}\n" for i in range(20)), encoding="utf-8")
     assert study.tune_text("en").read_text(encoding="utf-8").splitlines() == [f"line {i}" for i in range(7)]
+
+
+def test_breakdown_scores_each_bucket_of_length_and_gold_jump(study):
+    """Issue 29 step 5: BLEU per source-length and gold-jump bucket, each run against the first.
+    A run whose output is the reference scores 100 in every bucket; a run that leaves out the
+    long sentences loses only in their buckets."""
+    for lang in ("ja", "en"):          # as prepare_corpus leaves them
+        study.text("test", lang).write_bytes((study.corpus / f"test.{lang}").read_bytes())
+    refs = study.text("test", "en").read_text(encoding="utf-8").splitlines()
+    src = study.text("test", "ja").read_text(encoding="utf-8").splitlines()
+    # a gold alignment for the test set: monotone, but a sentence of 14+ tokens swaps its halves
+    # (a jump of its length from the end of the source back to its start)
+    align = []
+    for line in src:
+        n = len(line.split())
+        links = [(i, i) for i in range(n)]
+        if n >= 14:
+            links = [((j + n // 2) % n, j) for j in range(n)]
+        align.append(" ".join(f"{i}-{j}" for i, j in links))
+    (study.cdir / "test.align").write_text("\n".join(align) + "\n", encoding="utf-8")
+    for name, lines in (("lexical-dl12", refs), ("svm-S6-dl12", [r if len(s.split()) < 8 else "x"
+                                                                    for r, s in zip(refs, src)])):
+        d = study.work / "runs" / name / "mert1"
+        d.mkdir(parents=True)
+        (d / "test.out").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    text = study_mod.breakdown(study, ["lexical-dl12:mert1", "svm-S6-dl12:mert1"])
+    rows = {r.split(" | ")[0].lstrip("| "): r.split(" | ") for r in text.splitlines()[2:]}
+    short = rows["source tokens 1-15"]
+    assert float(short[2]) == 100.0 and float(short[3]) < 100.0          # some sentences of 8-15 tokens lost
+    assert "longest gold jump 0-6" in rows and any(k.startswith("longest gold jump") and k != "longest gold jump 0-6"
+                                                   for k in rows)
+    assert sum(int(r[1]) for k, r in rows.items() if k.startswith("source tokens")) == len(refs)
+    assert sum(int(r[1]) for k, r in rows.items() if k.startswith("longest gold jump")) == len(refs)
+    for r in rows.values():
+        assert float(r[2]) == 100.0 and float(r[4].rstrip(" |")) == pytest.approx(float(r[3]) - 100.0, abs=0.011)
