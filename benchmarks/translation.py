@@ -826,12 +826,22 @@ class Study:
             self.record.save(self.run_dir(job), f"{job.system}/{job.method}{job.run}")
 
     def tuned(self, job: Job) -> bool:
-        return (self.run_dir(job) / "tuned.ini").is_file()
+        return (self.run_dir(job) / "tuned.ini").is_file() and not self.capped_below(job)
+
+    def capped_below(self, job: Job) -> int:
+        """The iteration cap a finished tuning run stopped at, when this invocation allows more
+        (--max-iterations raised): the run is then continued where it stopped; else 0."""
+        path = self.run_dir(job) / "tune.json"
+        if job.kind != "tune" or not self.max_iterations or not path.is_file():
+            return 0
+        info = json.loads(path.read_text())
+        cap = info.get("max_iterations") or 0
+        return cap if cap and info["iterations"] >= cap and self.max_iterations > cap else 0
 
     def finished(self, job: Job) -> bool:
         d = self.run_dir(job)
         if job.kind == "tune":
-            return (d / "test.json").is_file()
+            return (d / "test.json").is_file() and not self.capped_below(job)
         return (d / "heldout.json").is_file()
 
     def ready(self, job: Job) -> bool:
@@ -849,6 +859,12 @@ class Study:
         d = self.run_dir(job)
         d.mkdir(parents=True, exist_ok=True)
         if job.kind == "tune":
+            cap = self.capped_below(job)
+            if cap:  # its weights and test decode are kept aside, then tuning goes on
+                aside = d / f"capped{cap}"
+                aside.mkdir(exist_ok=True)
+                for f in [d / "tuned.ini", d / "tune.json", *d.glob("test.*")]:
+                    os.replace(f, aside / f.name)
             if not self.tuned(job):
                 self.tune(job, system, d)
             self.decode(job, system, d, "test")
@@ -862,6 +878,8 @@ class Study:
         cont = (mert / "finished_step.txt").is_file()
         if mert.exists() and not cont:
             shutil.rmtree(mert)
+        if cont:
+            resume_at_last_step(mert)
         dev_ini = self.system_ini(system, "dev")
         cmd = ["perl", self.scripts / "training" / "mert-moses.pl", self.tune_text(SRC), self.tune_text(TGT),
                self.bin / self.decoder, dev_ini, "--mertdir", self.mertdir(), "--working-dir", mert,
@@ -1311,6 +1329,18 @@ def dev_bleu(mert: Path, refs: Path) -> dict[str, float | int]:
     last, out = runs[-1]
     score = BLEU(tokenize="none", force=True).corpus_score(lines_of(out), [lines_of(refs)]).score
     return {"dev_bleu": round(score, 2), "dev_iteration": last}
+
+
+def resume_at_last_step(mert: Path) -> None:
+    """mert-moses.pl --continue resumes after the step finished_step.txt names, but a run that
+    ended at --maximum-iterations names the step after its last one, whose data do not exist
+    ('Can't start from step 8, because run8.features.dat was not found'): name the last step
+    whose n-best data exist."""
+    path = mert / "finished_step.txt"
+    step = int(path.read_text().split()[0])
+    while step > 1 and not (mert / f"run{step}.features.dat").is_file():
+        step -= 1
+    path.write_text(f"{step}\n")
 
 
 def decode_seconds(log: Path, wall: float, sentences: int) -> tuple[float, int]:

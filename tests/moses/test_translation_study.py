@@ -334,8 +334,7 @@ def test_breakdown_scores_each_bucket_of_length_and_gold_jump(study):
     """Issue 29 step 5: BLEU per source-length and gold-jump bucket, each run against the first.
     A run whose output is the reference scores 100 in every bucket; a run that leaves out the
     long sentences loses only in their buckets."""
-    for lang in ("ja", "en"):          # as prepare_corpus leaves them
-        study.text("test", lang).write_bytes((study.corpus / f"test.{lang}").read_bytes())
+    study.prepare_corpus()
     refs = study.text("test", "en").read_text(encoding="utf-8").splitlines()
     src = study.text("test", "ja").read_text(encoding="utf-8").splitlines()
     # a gold alignment for the test set: monotone, but a sentence of 14+ tokens swaps its halves
@@ -363,3 +362,29 @@ def test_breakdown_scores_each_bucket_of_length_and_gold_jump(study):
     assert sum(int(r[1]) for k, r in rows.items() if k.startswith("longest gold jump")) == len(refs)
     for r in rows.values():
         assert float(r[2]) == 100.0 and float(r[4].rstrip(" |")) == pytest.approx(float(r[3]) - 100.0, abs=0.011)
+
+
+def test_a_run_stopped_at_its_iteration_cap_goes_on_when_the_cap_is_raised(tmp_path, corpus, study):
+    """A run tuned with --max-iterations 7 that used all 7 is finished for an invocation with the
+    same cap (or none), and continued by one with a higher cap: its weights and test decode are
+    kept aside, and mert-moses.pl resumes from its last step (not the one after it)."""
+    study.prepare_corpus()
+    job = study_mod.Job("tune", "lexical-dl12", "mert", 1)
+    finish_a_run(study, job)
+    d = study.run_dir(job)
+    (d / "tune.json").write_text('{"seconds": 3600.0, "iterations": 7, "continued": false, "max_iterations": 7}\n')
+    for cap, finished in ((0, True), (7, True), (12, False)):
+        study.max_iterations = cap
+        assert study.finished(job) is finished and study.tuned(job) is finished, cap
+    (d / "tune.json").write_text('{"seconds": 3600.0, "iterations": 5, "continued": false, "max_iterations": 7}\n')
+    assert study.finished(job)              # it converged before its cap: nothing to continue
+
+    mert = d / "mert"
+    for step in range(1, 8):
+        (mert / f"run{step}.features.dat").write_text("x\n")
+    (mert / "finished_step.txt").write_text("8\n")
+    study_mod.resume_at_last_step(mert)
+    assert (mert / "finished_step.txt").read_text() == "7\n"
+    (mert / "finished_step.txt").write_text("5\n")        # an interrupted run: left as it is
+    study_mod.resume_at_last_step(mert)
+    assert (mert / "finished_step.txt").read_text() == "5\n"
