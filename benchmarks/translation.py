@@ -265,7 +265,9 @@ class Record:
     every run) rebuilds the system and restores its finished runs from here instead of
     tuning them again, and the table can always be recomputed from what was decoded. One
     folder per corpus and held-out count, named by a digest of the corpus files, so runs of
-    different systems never mix; outputs gzipped (a 5,000-sentence decode is ~80 KB)."""
+    different systems never mix; outputs gzipped (a 5,000-sentence decode is ~80 KB). The
+    outputs of a share-alike corpus (its README says so: ja-en-kyoto, CC BY-SA 3.0) are
+    derived data under its licence, so for it the record keeps only weights and timings."""
 
     FILES = ("tune.json", "test.json", "test.out", "heldout.json", "heldout.out", "timing.json")
     CORPUS_FILES = tuple(f"{subset}.{lang}" for subset in ("train", "dev", "test") for lang in (SRC, TGT)) \
@@ -274,6 +276,7 @@ class Record:
     def __init__(self, root: Path, corpus: Path, heldout: int):
         self.root, self.corpus, self.heldout = root, corpus, heldout
         self._dir: Path | None = None
+        self.files = tuple(f for f in self.FILES if not (f.endswith(".out") and share_alike(corpus)))
 
     @property
     def dir(self) -> Path:
@@ -311,7 +314,7 @@ class Record:
                 _atomic_write(dest / "sparse-weights", sparse[0].read_bytes())
                 kept["weight-file"] = ["sparse-weights"]
             _atomic_write(dest / "weights.ini", _ini_text(kept).encode())
-        for name in self.FILES:
+        for name in self.files:
             src = run_dir / name
             if src.is_file():
                 data = src.read_bytes()
@@ -326,13 +329,20 @@ class Record:
         run_dir.mkdir(parents=True, exist_ok=True)
         restored = False
         wanted = [("weights.ini", "tuned.ini"), ("sparse-weights", "sparse-weights")] + \
-            [(self._stored(n), n) for n in self.FILES]
+            [(self._stored(n), n) for n in self.files]
         for stored, name in wanted:
             if (src / stored).is_file() and not (run_dir / name).is_file():
                 data = (src / stored).read_bytes()
                 _atomic_write(run_dir / name, gzip.decompress(data) if stored.endswith(".gz") else data)
                 restored = True
         return restored
+
+
+def share_alike(corpus: Path) -> bool:
+    """Whether the corpus's README puts it under a share-alike licence (CC BY-SA)."""
+    readme = corpus / "README.md"
+    text = readme.read_text(encoding="utf-8", errors="replace") if readme.is_file() else ""
+    return "ShareAlike" in text or "BY-SA" in text
 
 
 def shipped(corpus: Path, name: str) -> Path | None:

@@ -220,6 +220,24 @@ def test_the_record_keeps_each_corpus_apart(tmp_path, corpus):
     assert study_mod.Record(root, corpus, 500).dir != one.dir
 
 
+def test_the_record_of_a_share_alike_corpus_keeps_weights_not_outputs(tmp_path, corpus, study):
+    """ja-en-kyoto is CC BY-SA 3.0 (its README says so): translations of it are derived data and
+    stay out of the repository; its record keeps the tuned weights and the timings."""
+    study.prepare_corpus()
+    job = study_mod.Job("tune", "lexical-dl12", "mert", 1)
+    finish_a_run(study, job)
+    (corpus / "README.md").write_text(
+        (ROOT.parent / "shared" / "data" / "ja-en-kyoto" / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    kept = study_mod.Record(tmp_path / "sa", corpus, 500)
+    kept.save(study.run_dir(job), "lexical-dl12/mert1")
+    names = sorted(p.name for p in (kept.dir / "lexical-dl12" / "mert1").iterdir())
+    assert names == ["sparse-weights", "test.json", "tune.json", "weights.ini"]
+    (corpus / "README.md").write_text("Tanaka Corpus, CC-BY 2.0 FR\n", encoding="utf-8")
+    full = study_mod.Record(tmp_path / "by", corpus, 500)
+    full.save(study.run_dir(job), "lexical-dl12/mert1")
+    assert "test.out.gz" in {p.name for p in (full.dir / "lexical-dl12" / "mert1").iterdir()}
+
+
 def test_dev_bleu_scores_the_tuners_last_dev_decode(tmp_path, corpus):
     """run10 is the last decode, not run9 (numeric order), and it is scored against dev's references."""
     pytest.importorskip("sacrebleu")
