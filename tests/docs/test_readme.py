@@ -52,7 +52,7 @@ def test_the_readme_is_a_front_door() -> None:
     """At most ~200 lines; results, the two commands and the Moses steps before any guide link."""
     lines = README.splitlines()
     assert len(lines) <= 200, len(lines)
-    order = [README.index(h) for h in ("## Results at a glance", "## Two commands", "## Use it with Moses",
+    order = [README.index(h) for h in ("## Results on real text", "## Two commands", "## Use it with Moses",
                                        "## Where to go next")]
     assert order == sorted(order)
     steps = re.findall(r"^\d\. \*\*", README[order[2]:order[3]], re.M)
@@ -60,7 +60,7 @@ def test_the_readme_is_a_front_door() -> None:
     for guide in ("docs/training.md", "docs/serving.md", "docs/moses.md", "docs/scale.md", "docs/internals.md",
                   "docs/moses-quirks.md", "benchmarks/RESULTS.md"):
         assert f"]({guide})" in README and (ROOT / guide).is_file(), guide
-    assert "in progress, issue 29" in README  # a corpus under study is listed, without figures
+    assert "in progress, issue 29" in README  # a corpus under study is listed as such
 
 
 def test_the_exit_codes_the_readme_gives_are_the_errors_codes() -> None:
