@@ -199,9 +199,14 @@ def decode(moses: Path, ini: Path, src: Path, threads: int = 1, flags: tuple[str
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     err = run.stderr.decode("utf-8", "replace")
-    took = [float(m) for m in re.findall(r"Translation took (\d+\.\d{3})", err)]  # 3 decimals: threads interleave lines
-    return Decode(run.stdout.decode("utf-8").splitlines(), seconds, float(np.sum(took)), run.returncode, err,
-                  load_seconds(err), cpu)
+    return Decode(run.stdout.decode("utf-8").splitlines(), seconds, float(np.sum(sentence_seconds(err))),
+                  run.returncode, err, load_seconds(err), cpu)
+
+
+def sentence_seconds(stderr: str) -> list[float]:
+    """moses's per-sentence 'Translation took' (3 decimals: with threads, lines interleave);
+    empty for moses2, which prints none."""
+    return [float(m) for m in re.findall(r"Translation took (\d+\.\d{3})", stderr)]
 
 
 def load_seconds(stderr: str) -> float:

@@ -276,7 +276,8 @@ class Record:
     def __init__(self, root: Path, corpus: Path, heldout: int):
         self.root, self.corpus, self.heldout = root, corpus, heldout
         self._dir: Path | None = None
-        self.files = tuple(f for f in self.FILES if not (f.endswith(".out") and share_alike(corpus)))
+        keep_outputs = not share_alike(corpus)
+        self.files = tuple(f for f in self.FILES if keep_outputs or not f.endswith(".out"))
 
     @property
     def dir(self) -> Path:
@@ -1357,10 +1358,10 @@ def decode_seconds(log: Path, wall: float, sentences: int) -> tuple[float, int]:
     """Seconds a decode spent translating and the sentences they cover, from the decoder's log:
     moses's per-sentence 'Translation took' summed; moses2 prints none, so its wall after
     loading (by Moses's own clock), over every sentence (one thread)."""
-    from benchmarks.moses_system import load_seconds
+    from benchmarks.moses_system import load_seconds, sentence_seconds
 
     text = log.read_text(encoding="utf-8", errors="replace")
-    took = [float(x) for x in re.findall(r"Translation took ([0-9.]+) seconds", text)]
+    took = sentence_seconds(text)
     if took:
         return sum(took), len(took)
     return max(0.0, wall - load_seconds(text)), sentences

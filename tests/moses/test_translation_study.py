@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SHARED_DATA
 
 spec = importlib.util.spec_from_file_location("translation_study", ROOT / "benchmarks" / "translation.py")
 study_mod = importlib.util.module_from_spec(spec)
@@ -227,7 +227,7 @@ def test_the_record_of_a_share_alike_corpus_keeps_weights_not_outputs(tmp_path, 
     job = study_mod.Job("tune", "lexical-dl12", "mert", 1)
     finish_a_run(study, job)
     (corpus / "README.md").write_text(
-        (ROOT.parent / "shared" / "data" / "ja-en-kyoto" / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+        (SHARED_DATA / "ja-en-kyoto" / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
     kept = study_mod.Record(tmp_path / "sa", corpus, 500)
     kept.save(study.run_dir(job), "lexical-dl12/mert1")
     names = sorted(p.name for p in (kept.dir / "lexical-dl12" / "mert1").iterdir())
