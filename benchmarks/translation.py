@@ -329,8 +329,12 @@ class Record:
             return False
         run_dir.mkdir(parents=True, exist_ok=True)
         restored = False
+        # a decode's times come back only with its output (a share-alike record keeps none: the
+        # restored run is then tuned but not finished, and its test set is decoded again)
+        dropped = set(self.FILES) - set(self.files)
+        restorable = [n for n in self.files if n.replace(".json", ".out") not in dropped]
         wanted = [("weights.ini", "tuned.ini"), ("sparse-weights", "sparse-weights")] + \
-            [(self._stored(n), n) for n in self.files]
+            [(self._stored(n), n) for n in restorable]
         for stored, name in wanted:
             if (src / stored).is_file() and not (run_dir / name).is_file():
                 data = (src / stored).read_bytes()

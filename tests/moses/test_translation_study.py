@@ -232,6 +232,11 @@ def test_the_record_of_a_share_alike_corpus_keeps_weights_not_outputs(tmp_path, 
     kept.save(study.run_dir(job), "lexical-dl12/mert1")
     names = sorted(p.name for p in (kept.dir / "lexical-dl12" / "mert1").iterdir())
     assert names == ["sparse-weights", "test.json", "tune.json", "weights.ini"]
+    # restored on a new machine, the run is tuned but not finished: its test set is decoded again
+    fresh = make_study(tmp_path, tmp_path / "new-work", corpus)
+    fresh.prepare_corpus()
+    kept.restore(fresh.run_dir(job), "lexical-dl12/mert1")
+    assert fresh.tuned(job) and not fresh.finished(job)
     (corpus / "README.md").write_text("Tanaka Corpus, CC-BY 2.0 FR\n", encoding="utf-8")
     full = study_mod.Record(tmp_path / "by", corpus, 500)
     full.save(study.run_dir(job), "lexical-dl12/mert1")
