@@ -978,11 +978,16 @@ def extra_test(study: Study, jobs: list[Job], directory: Path) -> str:
     the figures on other text. Tables are filtered for it as for test; decodes are kept in each
     run's directory (not in the record), so a second call only decodes runs finished since."""
     subset = f"extra-{directory.resolve().name}"
-    for lang in (SRC, TGT):
+    given = {lang: directory / f"test.{lang}" for lang in (SRC, TGT)}
+    for path in given.values():
+        if not path.is_file():
+            raise RuntimeError(f"{path}: no such file (--extra-test DIR needs DIR/test.{SRC} and DIR/test.{TGT})")
+    sizes = {lang: count_lines(path) for lang, path in given.items()}
+    if sizes[SRC] != sizes[TGT]:  # checked before anything is copied into the work directory
+        raise RuntimeError(f"{directory}: test.{SRC} has {sizes[SRC]} lines, test.{TGT} {sizes[TGT]}")
+    for lang, path in given.items():
         if not study.text(subset, lang).is_file():
-            copy_text(directory / f"test.{lang}", study.text(subset, lang))
-    if count_lines(study.text(subset, SRC)) != count_lines(study.text(subset, TGT)):
-        raise RuntimeError(f"{directory}: test.{SRC} and test.{TGT} differ in length")
+            copy_text(path, study.text(subset, lang))
     study.filter_tables(subset)
     for job in jobs:
         if job.kind == "tune" and study.finished(job):

@@ -157,24 +157,49 @@ def test_state_in_a_file_beside_a_mapped_matrix_trains_the_same_model(real_Xy, t
     assert in_file.dual_objective_ == in_memory.dual_objective_
 
 
+def record_compactions(monkeypatch) -> list[tuple[int, int]]:
+    """(active examples, bytes) of every compact copy made from now on."""
+    made = []
+    real = rows.Compacted.__init__
+
+    def recording(self, *args):
+        real(self, *args)
+        made.append((self.active, self.nbytes()))
+
+    monkeypatch.setattr(rows.Compacted, "__init__", recording)
+    return made
+
+
 def test_a_compact_copy_is_made_only_when_it_fits_the_memory_budget(real_Xy, monkeypatch):
     X, y = real_Xy
     monkeypatch.setattr(rows, "CHUNK_NNZ", 300)
     monkeypatch.setattr(rows, "COMPACT_BELOW", 0.5)
-    made = []
-    real = rows.Compacted.__init__
-
-    def counting(self, *args):
-        made.append(1)
-        real(self, *args)
-
-    monkeypatch.setattr(rows.Compacted, "__init__", counting)
+    made = record_compactions(monkeypatch)
     MulticlassSVM(C=1.0, eps=0.05, seed=3).fit(X, y)
     assert made  # the default budget holds this small problem many times over
     made.clear()
     monkeypatch.setattr(rows, "COMPACT_SHARE", 1e-6)  # no copy fits: every pass streams
     tight = MulticlassSVM(C=1.0, eps=0.05, seed=3).fit(X, y)
     assert not made and tight.converged_
+
+
+def test_a_verbose_fit_says_how_large_each_compact_copy_is(real_Xy, monkeypatch, capsys):
+    """The compact copy sets a streamed run's peak (issue 30), so verbose training names
+    its examples and size; the examples are those the next pass starts with."""
+    X, y = real_Xy
+    monkeypatch.setattr(rows, "CHUNK_NNZ", 300)
+    monkeypatch.setattr(rows, "COMPACT_BELOW", 0.5)
+    sizes = record_compactions(monkeypatch)
+    model = MulticlassSVM(C=1.0, eps=0.05, seed=3, verbose=True).fit(X, y)
+    notes = [line for line in capsys.readouterr().err.splitlines() if "compact copy" in line]
+    assert sizes and len(notes) == len(sizes)
+    n = X.shape[0]
+    for line, (active, nbytes) in zip(notes, sizes):
+        p = int(line.split("pass ")[1].split(":")[0])
+        assert f"compact copy of {active:,} active examples" in line
+        assert f"{nbytes / 2**20:,.0f} MiB" in line
+        assert round(model.history_[p]["active"] * n) == active  # the pass after the copy
+        assert nbytes >= X[:active].data.nbytes  # at least the copied rows' values
 
 
 def test_the_chunk_size_follows_the_memory_budget():

@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 import json
 import lzma
+import os
 import sys
 from pathlib import Path
 
@@ -411,3 +412,75 @@ def test_a_run_stopped_at_its_iteration_cap_goes_on_when_the_cap_is_raised(tmp_p
     (mert / "finished_step.txt").write_text("5\n")        # an interrupted run: left as it is
     study_mod.resume_at_last_step(mert)
     assert (mert / "finished_step.txt").read_text() == "5\n"
+
+
+def _moses_install() -> Path | None:
+    """MOSES_DIR (a Moses tree built in place, or its install prefix) when it has what the study
+    runs: the decoder, KenLM's lmplz and build_binary, train-model.perl and the filter script."""
+    base = Path(os.environ["MOSES_DIR"]) if os.environ.get("MOSES_DIR") else None
+    needed = ("bin/moses", "bin/lmplz", "bin/build_binary", "scripts/training/train-model.perl",
+              "scripts/training/filter-model-given-input.pl")
+    return base if base and all((base / rel).is_file() for rel in needed) else None
+
+
+MOSES_INSTALL = _moses_install()
+
+
+@pytest.mark.skipif(MOSES_INSTALL is None, reason="needs a Moses build (bin/moses, bin/lmplz, scripts/training): "
+                                                  "set MOSES_DIR to it")
+def test_extra_test_decodes_another_test_set_with_every_finished_run(tmp_path, embedded_dir):
+    """Issue 29 step 6, end to end with Moses: a system built by the study from 1,000 embedded
+    pairs, two finished runs (their weights the untuned ini's), and --extra-test DIR: each run
+    decodes DIR/test.ja, the table scores them against DIR/test.en with the bootstrap, and a
+    second call decodes nothing again. A DIR whose sides differ in length is refused before
+    anything is copied."""
+    from sacrebleu.metrics import BLEU
+
+    corpus, extra = tmp_path / "corpus", tmp_path / "other-articles"
+    corpus.mkdir()
+    extra.mkdir()
+    for name in ("train.ja", "train.en", "train.align"):
+        head = (embedded_dir / name).read_text(encoding="utf-8").splitlines(keepends=True)[:1000]
+        (corpus / name).write_text("".join(head), encoding="utf-8")
+    for lang in ("ja", "en"):
+        lines = (embedded_dir / f"test.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)
+        for subset in ("dev", "test"):
+            (corpus / f"{subset}.{lang}").write_text("".join(lines[:20]), encoding="utf-8")
+        (extra / f"test.{lang}").write_text("".join(lines[20:45]), encoding="utf-8")
+    args = argparse.Namespace(moses=str(MOSES_INSTALL), corpus=str(corpus), work=str(tmp_path / "work"), heldout=0,
+                              port=50998, best="svm-S6", record="")
+    study = study_mod.Study(args)
+    study_mod.build_system(study)
+    jobs = study_mod.articles_plan("svm-S6", 12, "mert")
+    finished = [study_mod.Job("tune", name, "mert", 1) for name in ("lexical-dl12", "none-dl12")]
+    for job in finished:
+        d = study.run_dir(job)
+        d.mkdir(parents=True)
+        (d / "tuned.ini").write_bytes(study.system_ini(study_mod.SYSTEMS[job.system], "dev").read_bytes())
+        (d / "tune.json").write_text('{"seconds": 1.0, "iterations": 1}\n')
+        (d / "test.json").write_text('{"wall_seconds": 1.0, "sentences": 20}\n')
+
+    text = study_mod.extra_test(study, jobs, extra)
+    refs = (extra / "test.en").read_text(encoding="utf-8").splitlines()
+    assert f"{extra} (25 sentences)" in text
+    rows = {r.split(" | ")[0].lstrip("| "): r.split(" | ") for r in text.splitlines() if r.startswith("| ")}
+    for job in finished:
+        out = study.run_dir(job) / "extra-other-articles.out"
+        hyps = out.read_text(encoding="utf-8").splitlines()
+        assert len(hyps) == 25
+        bleu = BLEU(tokenize="none", force=True).corpus_score(hyps, [refs]).score
+        assert rows[study_mod.SYSTEMS[job.system].label][3] == f"{bleu:.2f}"
+    assert rows[study_mod.SYSTEMS["none-dl12"].label][6].endswith("(n=1)")   # its bootstrap against Lexical
+    assert not any((d / "extra-other-articles.out").exists() for d in (study.work / "runs").glob("*/*")
+                   if d.parent.name not in ("lexical-dl12", "none-dl12"))  # unfinished runs decode nothing
+    stamps = [(study.run_dir(j) / "extra-other-articles.out").stat().st_mtime_ns for j in finished]
+    assert study_mod.extra_test(study, jobs, extra) == text
+    assert [(study.run_dir(j) / "extra-other-articles.out").stat().st_mtime_ns for j in finished] == stamps
+
+    uneven = tmp_path / "uneven"
+    uneven.mkdir()
+    (uneven / "test.ja").write_text("a\nb\n", encoding="utf-8")
+    (uneven / "test.en").write_text("a\n", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="uneven: test.ja has 2 lines, test.en 1"):
+        study_mod.extra_test(study, jobs, uneven)
+    assert not study.text("extra-uneven", "ja").exists()

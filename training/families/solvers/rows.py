@@ -384,6 +384,11 @@ class Compacted(Resident):
         return Compacted(self.full, _copy_rows(self.rows, keep, self.full.chunk_nnz),
                          tuple(a[keep] for a in self.state), self.ids[keep])
 
+    def nbytes(self) -> int:
+        """What the copy holds: its rows, state, visiting index and row numbers."""
+        arrays = (*self.rows, *self.state, self.index, self.ids)
+        return sum(int(a.nbytes) for a in arrays)
+
     def reactivate(self) -> Streamed:
         self.write_back()
         return self.full.reactivate()

@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from training.progress import progress
+from training.progress import note, progress
 
 from training.families.solvers.rows import Kernel, Resident, Rows, Streamed, visiting_rng
 from training.families.solvers.state import ExampleState, MemoryState
@@ -123,7 +123,13 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows,
                 from_all, phase = True, []
                 continue
             from_all = False
-            source = source.shrunk()
+            shrunk = source.shrunk()
+            if shrunk is not source and verbose:
+                # What sets the peak of a streamed run (issue 30): the copy's size is the
+                # active fraction when it first falls to COMPACT_BELOW, which varies by run.
+                note(f"{family}: pass {p}: compact copy of {shrunk.active:,} active examples "
+                     f"({shrunk.active / max(n, 1):.3f}), {shrunk.nbytes() / 2**20:,.0f} MiB")
+            source = shrunk
     finally:
         bar.close()
         source.write_back()
