@@ -75,6 +75,18 @@ def test_recommendation_keeps_the_default_when_it_reaches_the_word_order():
     assert JumpProfile(np.zeros(101, np.int64)).recommend() == 6
 
 
+def test_the_advice_stops_at_the_longest_limit_that_paid(embedded_dir):
+    """Kyoto Wikipedia's sentences reach 2% only at 41; the advice stays at 12 (issue 29's
+    sweep: 16 and 20 scored lower, 20 decoded 1.5x slower) and says what it leaves out."""
+    counts = np.zeros(101, np.int64)
+    counts[[3, 8, 11, 15, 20, 30, 41]] = [30, 15, 14, 12, 10, 12, 7]   # 7% beyond 30, 0% beyond 41
+    profile = JumpProfile(counts)
+    assert profile.recommend(cap=100) == 41 and profile.recommend() == distortion.MAX_ADVISED_LIMIT == 12
+    advice = limit_advice(profile)
+    assert "set [distortion-limit] 12" in advice and "leaves 41.0%" in advice and "16 and 20 scored lower" in advice
+    assert "16 and 20" not in limit_advice(jump_profile(embedded_dir / "train.align"))  # 12 reaches ja-en
+
+
 def test_a_bad_line_is_named_with_its_file_line_across_chunks(tmp_path, monkeypatch):
     path = tmp_path / "train.align"
     path.write_text("0-0 1-1\n" * 40 + "0-0 x-1\n", encoding="utf-8")
