@@ -51,27 +51,42 @@ class LineProgress:
         self.postfix: dict[str, Any] = {}
         self.start = self.last = time.perf_counter()
         self.closed = False
+        # A line falls due in update() but is written at the next set_postfix (or the next
+        # update, or close): callers update, then set the postfix of the unit just done, as
+        # tqdm's idiom goes, and the line must show that unit's postfix, not the one before.
+        self.due: tuple[int, float] | None = None
         if not disable:
             self._line("started")
 
-    def _line(self, state: str) -> None:
-        count = f"{self.n:,}" + (f"/{self.total:,}" if self.total else "") + f" {self.unit}"
+    def _line(self, state: str, n: int | None = None, at: float | None = None) -> None:
+        n = self.n if n is None else n
+        count = f"{n:,}" + (f"/{self.total:,}" if self.total else "") + f" {self.unit}"
         extra = "".join(f", {k} {v}" for k, v in self.postfix.items())
-        self.file.write(f"{self.desc}: {count}{extra} ({time.perf_counter() - self.start:.1f} s, {state})\n")
+        seconds = (time.perf_counter() if at is None else at) - self.start
+        self.file.write(f"{self.desc}: {count}{extra} ({seconds:.1f} s, {state})\n")
         self.file.flush()
 
+    def _write_due(self) -> None:
+        if self.due is not None:
+            n, at = self.due
+            self.due = None
+            self._line("running", n, at)
+
     def update(self, n: int = 1) -> None:
+        self._write_due()
         self.n += n
         now = time.perf_counter()
         if not self.disable and now - self.last >= self.interval:
             self.last = now
-            self._line("running")
+            self.due = (self.n, now)
 
     def set_postfix(self, refresh: bool = True, **values: Any) -> None:
         self.postfix = {k: v for k, v in values.items()}
+        self._write_due()
 
     def close(self) -> None:
         if not self.closed and not self.disable:
+            self._write_due()
             self._line("done")
         self.closed = True
 

@@ -103,6 +103,16 @@ def test_line_reporter_writes_start_end_and_at_most_one_line_per_interval():
     assert out.getvalue().splitlines()[1].startswith("svm: 5/5 pass, viol 0.2 (")
     assert out.getvalue().splitlines()[1].endswith("done)")
 
+    # a line shows the postfix of the unit it counts (update, then set_postfix: tqdm's order)
+    out = io.StringIO()
+    bar = progress(total=3, desc="dual-mlr", unit="pass", file=out, interval=0)
+    for k in range(1, 4):
+        bar.update(1)
+        bar.set_postfix(active=f"pass {k}")
+    bar.close()
+    assert [line.split(" (")[0] for line in out.getvalue().splitlines()[1:]] == \
+        [f"dual-mlr: {k}/3 pass, active pass {k}" for k in (1, 2, 3)] + ["dual-mlr: 3/3 pass, active pass 3"]
+
     out = io.StringIO()
     for _ in progress(range(3), desc="count S7", unit="chunk", file=out, interval=0):
         pass
