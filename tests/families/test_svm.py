@@ -157,14 +157,14 @@ def test_state_in_a_file_beside_a_mapped_matrix_trains_the_same_model(real_Xy, t
     assert in_file.dual_objective_ == in_memory.dual_objective_
 
 
-def record_compactions(monkeypatch) -> list[tuple[int, int]]:
-    """(active examples, bytes) of every compact copy made from now on."""
+def record_compactions(monkeypatch) -> list[tuple[int, int, int]]:
+    """(active examples, bytes, bytes of its column indices) of every compact copy made from now on."""
     made = []
     real = rows.Compacted.__init__
 
     def recording(self, *args):
         real(self, *args)
-        made.append((self.active, self.nbytes()))
+        made.append((self.active, self.nbytes(), self.rows[1].nbytes))
 
     monkeypatch.setattr(rows.Compacted, "__init__", recording)
     return made
@@ -183,7 +183,7 @@ def test_a_compact_copy_is_made_only_when_it_fits_the_memory_budget(real_Xy, mon
     assert not made and tight.converged_
 
 
-def test_a_verbose_fit_says_how_large_each_compact_copy_is(real_Xy, monkeypatch, capsys):
+def test_a_verbose_fit_says_how_large_each_compact_copy_is(real_Xy, monkeypatch, capsys, tmp_path):
     """The compact copy sets a streamed run's peak (issue 30), so verbose training names
     its examples and size; the examples are those the next pass starts with."""
     X, y = real_Xy
@@ -194,12 +194,19 @@ def test_a_verbose_fit_says_how_large_each_compact_copy_is(real_Xy, monkeypatch,
     notes = [line for line in capsys.readouterr().err.splitlines() if "compact copy" in line]
     assert sizes and len(notes) == len(sizes)
     n = X.shape[0]
-    for line, (active, nbytes) in zip(notes, sizes):
+    for line, (active, nbytes, _) in zip(notes, sizes):
         p = int(line.split("pass ")[1].split(":")[0])
         assert f"compact copy of {active:,} active examples" in line
         assert f"{nbytes / 2**20:,.0f} MiB" in line
         assert round(model.history_[p]["active"] * n) == active  # the pass after the copy
         assert nbytes >= X[:active].data.nbytes  # at least the copied rows' values
+    # the feature cache's rows as train maps them (all-ones data broadcast): the same copies,
+    # each without its values (float32, one per column index: as many bytes as the int32 indices)
+    in_memory = list(sizes)
+    sizes.clear()
+    MulticlassSVM(C=1.0, eps=0.05, seed=3).fit(mapped_csr(X, tmp_path), y)
+    assert [s[0] for s in sizes] == [s[0] for s in in_memory]
+    assert all(m[1] == s[1] - s[2] for m, s in zip(sizes, in_memory))
 
 
 def test_the_chunk_size_follows_the_memory_budget():

@@ -385,9 +385,10 @@ class Compacted(Resident):
                          tuple(a[keep] for a in self.state), self.ids[keep])
 
     def nbytes(self) -> int:
-        """What the copy holds: its rows, state, visiting index and row numbers."""
+        """What the copy holds: its rows, state, visiting index and row numbers (a
+        broadcast constant, the all-ones data, holds one value whatever its length)."""
         arrays = (*self.rows, *self.state, self.index, self.ids)
-        return sum(int(a.nbytes) for a in arrays)
+        return sum(int(a.nbytes) for a in arrays if not (a.ndim and a.strides[0] == 0))
 
     def reactivate(self) -> Streamed:
         self.write_back()
