@@ -54,13 +54,13 @@ class LineProgress:
         # A line falls due in update() but is written at the next set_postfix (or the next
         # update, or close): callers update, then set the postfix of the unit just done, as
         # tqdm's idiom goes, and the line must show that unit's postfix, not the one before.
-        self.due: tuple[int, float] | None = None
+        # The time it fell due; its count is self.n until the next update writes it.
+        self.due: float | None = None
         if not disable:
             self._line("started")
 
-    def _line(self, state: str, n: int | None = None, at: float | None = None) -> None:
-        n = self.n if n is None else n
-        count = f"{n:,}" + (f"/{self.total:,}" if self.total else "") + f" {self.unit}"
+    def _line(self, state: str, at: float | None = None) -> None:
+        count = f"{self.n:,}" + (f"/{self.total:,}" if self.total else "") + f" {self.unit}"
         extra = "".join(f", {k} {v}" for k, v in self.postfix.items())
         seconds = (time.perf_counter() if at is None else at) - self.start
         self.file.write(f"{self.desc}: {count}{extra} ({seconds:.1f} s, {state})\n")
@@ -68,9 +68,8 @@ class LineProgress:
 
     def _write_due(self) -> None:
         if self.due is not None:
-            n, at = self.due
-            self.due = None
-            self._line("running", n, at)
+            at, self.due = self.due, None
+            self._line("running", at)
 
     def update(self, n: int = 1) -> None:
         self._write_due()
@@ -78,7 +77,7 @@ class LineProgress:
         now = time.perf_counter()
         if not self.disable and now - self.last >= self.interval:
             self.last = now
-            self.due = (self.n, now)
+            self.due = now
 
     def set_postfix(self, refresh: bool = True, **values: Any) -> None:
         self.postfix = {k: v for k, v in values.items()}

@@ -144,6 +144,12 @@ def _row_spans(block_chunk: np.ndarray, c: int, n: int) -> list[tuple[int, int]]
             for run in np.split(blocks, breaks)]
 
 
+def holds_values(array: np.ndarray) -> bool:
+    """False for a broadcast constant (the feature cache's all-ones data): one value
+    whatever its length, nothing to copy or count."""
+    return array.ndim == 1 and array.strides[0] != 0
+
+
 def _copy_rows(rows: Rows, keep: np.ndarray, chunk_nnz: int) -> Rows:
     """rows[keep] (keep sorted) as a new CSR, read in consecutive chunks with pread: a
     mapped file is read once and never faulted in."""
@@ -152,7 +158,7 @@ def _copy_rows(rows: Rows, keep: np.ndarray, chunk_nnz: int) -> Rows:
     bounds = chunk_bounds(indptr, chunk_nnz, 0, n)
     cuts = np.searchsorted(keep, bounds)  # keep[cuts[c]:cuts[c+1]] lie in chunk c
     out_indptr = np.zeros(keep.shape[0] + 1, dtype=np.int64)
-    copy_data = data.ndim == 1 and data.strides[0] != 0
+    copy_data = holds_values(data)
     with RowReader(rows) as reader:
         for c in range(bounds.shape[0] - 1):  # the rows' lengths: row pointers only
             a, b = int(bounds[c]), int(bounds[c + 1])
@@ -200,7 +206,7 @@ def problem_bytes(rows: Rows, row_bytes: int, active: int | None = None) -> int:
     row length, row pointers, one visiting-order entry and `row_bytes` of state each."""
     indptr, indices, data = rows
     n = indptr.shape[0] - 1
-    entry = indices.itemsize + (data.itemsize if data.ndim == 1 and data.strides[0] != 0 else 0)
+    entry = indices.itemsize + (data.itemsize if holds_values(data) else 0)
     nnz = int(indptr[n]) - int(indptr[0])
     per_row = nnz / max(n, 1) * entry + 8 + 4 + row_bytes
     return int((n if active is None else active) * per_row)
@@ -385,10 +391,9 @@ class Compacted(Resident):
                          tuple(a[keep] for a in self.state), self.ids[keep])
 
     def nbytes(self) -> int:
-        """What the copy holds: its rows, state, visiting index and row numbers (a
-        broadcast constant, the all-ones data, holds one value whatever its length)."""
+        """What the copy holds: its rows, state, visiting index and row numbers."""
         arrays = (*self.rows, *self.state, self.index, self.ids)
-        return sum(int(a.nbytes) for a in arrays if not (a.ndim and a.strides[0] == 0))
+        return sum(int(a.nbytes) for a in arrays if a.ndim != 1 or holds_values(a))
 
     def reactivate(self) -> Streamed:
         self.write_back()
