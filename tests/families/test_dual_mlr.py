@@ -160,3 +160,33 @@ def test_the_shrinking_tolerance_cools_below_eps_and_the_stopping_test_stays_eps
     full = {b: sum(h["active"] == 1.0 for h in m.history_) for b, m in runs.items()}
     assert full[0.25] < full[1.0]
     assert abs(runs[0.25].dual_objective_ - runs[1.0].dual_objective_) <= 1e-4 * abs(runs[1.0].dual_objective_)
+
+
+def test_a_streamed_fit_copies_its_active_rows_out_at_its_own_lower_fraction(real_Xy, tmp_path, monkeypatch,
+                                                                           state_files):
+    """Issue 30: a streamed run's peak is its largest compact copy, and each phase's first
+    copy lands just below the fraction at which copies are made. The dual MLR cools to
+    eps / 4, so it has more phases than the SVM and sampled a larger first copy at the
+    SVM's 0.25 (1.09x issue 13's peak at 16M and 52M). Its own compact_below bounds every
+    copy; a higher one makes copies this one does not, and both reach the same optimum."""
+    from mapped_matrix import mapped_csr
+    from test_svm import record_compactions
+
+    from training.families.solvers import rows
+
+    X, y = real_Xy
+    mapped = mapped_csr(X, tmp_path)
+    monkeypatch.setattr(rows, "RESIDENT_SHARE", 0.0)  # streamed, as at scale
+    monkeypatch.setattr(rows, "CHUNK_NNZ", 300)
+    made = record_compactions(monkeypatch)
+    fits = {}
+    for below in (0.5, 0.2):
+        made.clear()
+        fits[below] = DualMLR(C=1.0, eps=0.05, seed=4, compact_below=below).fit(mapped, y.astype(np.int8))
+        first = [active for active, _, _ in made if active > 0]
+        assert first and max(first) <= below * X.shape[0]
+        assert fits[below].converged_
+        if below == 0.5:
+            assert max(first) > 0.2 * X.shape[0]  # the higher fraction copies more at once
+    assert DualMLR().compact_below < rows.COMPACT_BELOW
+    assert abs(fits[0.5].dual_objective_ - fits[0.2].dual_objective_) <= 1e-4 * abs(fits[0.2].dual_objective_)

@@ -338,6 +338,12 @@ class DualMLR(ReorderingClassifier):
     shrink_below: the shrinking tolerance cools down to eps * shrink_below while the
     stopping test stays every v_i < eps (1: LIBLINEAR's cooling, which at eps cycles
     through a full pass per reactivation, 11 of them on ja-en S6; issue 30);
+    compact_below: the active fraction at which a streamed problem's active rows are
+    copied out (rows.Compacted). The copy sets a streamed run's peak, and each
+    reactivation's first copy lands somewhere below this fraction; cooling to
+    eps * shrink_below makes more phases than the SVM has, so the largest first copy
+    sampled at the SVM's 0.25 held 0.236 of the examples at 52M and the peak was 1.09x
+    issue 13's. 0.2 bounds it below that (RESULTS, issue 30);
     memory: the budget (--memory) that sizes the streamed chunks and compact copies.
     """
 
@@ -346,7 +352,7 @@ class DualMLR(ReorderingClassifier):
     def __init__(self, C: float = 1.0, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, init_eps: float = 1e-3,
                  max_trials: int = 30, inner_steps: int = 1, step: str = "exact",
-                 exact_gap: float = 2.0, shrink_below: float = 0.25,
+                 exact_gap: float = 2.0, shrink_below: float = 0.25, compact_below: float = 0.2,
                  n_classes: int | None = None, verbose: bool = False,
                  memory: int | str | None = None):
         self.C = C
@@ -360,6 +366,7 @@ class DualMLR(ReorderingClassifier):
         self.step = step
         self.exact_gap = exact_gap
         self.shrink_below = shrink_below
+        self.compact_below = compact_below
         self.n_classes = n_classes
         self.verbose = verbose
         self.memory = memory
@@ -402,7 +409,8 @@ class DualMLR(ReorderingClassifier):
             result = run_shrinking(
                 kernel, lambda: objective[0], rows, state, float(self.eps), int(self.max_passes),
                 int(self.seed), self.verbose, family="dual-mlr", memory=self.memory,
-                resident=resident, shrink_below=float(self.shrink_below))
+                resident=resident, shrink_below=float(self.shrink_below),
+                compact_below=float(self.compact_below))
             self.dual_objective_ = self._dual_value(w, state)
         finally:
             state.close()

@@ -37,7 +37,7 @@ current passes need:
   instead of 58 under the chunked order, and per pass a Python loop over the chunks
   reading and writing each one's state and order keys and sorting the keys.
 - `Compacted`: once the active set of a streamed problem is at most COMPACT_BELOW of
-  the rows and a copy of its rows and state fits COMPACT_SHARE of the memory budget,
+  the rows (or the family's own fraction: the dual MLR's is lower, dual_mlr.py) and a copy of its rows and state fits COMPACT_SHARE of the memory budget,
   they are copied out and the passes until the next reactivation run on that copy (one
   random order per pass, `Resident`); it is compacted again as it keeps shrinking,
   and its state is written back on reactivation. On a shrunk set the copy is small,
@@ -274,7 +274,8 @@ class Streamed:
 
     rows: the CSR arrays; state: the family's per-example state (state.py, or a tuple
     of in-memory arrays); seed: the visiting orders; memory: the budget (--memory) that
-    sizes the chunks and decides whether a compact copy is made.
+    sizes the chunks and decides whether a compact copy is made; compact_below: the
+    active fraction at which it is made (COMPACT_BELOW unless the family says otherwise).
 
     The visiting order (the permutation of the examples a pass starts from, which the
     in-memory solver kept as an index array of every example) is per-example state too:
@@ -284,13 +285,15 @@ class Streamed:
     those of the index-array solver, with nothing per example resident.
     """
 
-    def __init__(self, rows: Rows, state, seed: int, memory: int | str | None = None):
+    def __init__(self, rows: Rows, state, seed: int, memory: int | str | None = None,
+                 compact_below: float | None = None):
         self.rows = rows
         self.n = n = rows[0].shape[0] - 1
         self.state = state if isinstance(state, ExampleState) else MemoryState(state)
         self.rng = visiting_rng(seed)
         self.memory = parse_memory(DEFAULT_MEMORY if memory is None else memory)
         self.chunk_nnz = chunk_entries(self.memory)
+        self.compact_below = COMPACT_BELOW if compact_below is None else compact_below
         self.reader = RowReader(rows)
         # order keys: (tier << 32 | chunk, position); all zero = the examples in id order
         self.order = solver_state(rows, [(np.int64, ()), (np.int64, ())]) \
@@ -338,9 +341,9 @@ class Streamed:
         return self.active, max_violation, updates
 
     def shrunk(self) -> "Streamed | Compacted":
-        """A compact copy of the active rows once they are at most COMPACT_BELOW of the
+        """A compact copy of the active rows once they are at most compact_below of the
         rows and the copy fits COMPACT_SHARE of the memory budget; else self."""
-        if self.active > COMPACT_BELOW * self.n or self.compact_bytes() > COMPACT_SHARE * self.memory:
+        if self.active > self.compact_below * self.n or self.compact_bytes() > COMPACT_SHARE * self.memory:
             return self
         keep = self.active_ids()
         return Compacted(self, _copy_rows(self.rows, keep, self.chunk_nnz), self.state.take(keep), keep)
@@ -383,7 +386,7 @@ class Compacted(Resident):
 
     def shrunk(self) -> Resident:
         """A smaller copy holding only the rows still active, once they are few enough."""
-        if self.active > COMPACT_BELOW * self.index.shape[0]:
+        if self.active > self.full.compact_below * self.index.shape[0]:
             return self
         self.write_back()
         keep = np.sort(self.index[:self.active])

@@ -62,7 +62,7 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows,
                   state: "ExampleState | tuple", eps: float, max_passes: int, seed: int,
                   verbose: bool = False, family: str = "shrinking",
                   memory: int | str | None = None, resident: bool = False,
-                  shrink_below: float = 1.0) -> ShrinkingResult:
+                  shrink_below: float = 1.0, compact_below: float | None = None) -> ShrinkingResult:
     """Run passes until the stopping test above holds or `max_passes` is reached.
 
     rows: the CSR arrays of the examples; state: the family's per-example arrays (an
@@ -74,14 +74,16 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows,
     memory (a MemoryState or a tuple) and every pass visits the active set in one random
     order (rows.Resident), for a problem that fits the budget (rows.fits_in_memory).
     shrink_below: the shrinking tolerance cools down to eps * shrink_below (1: to eps);
-    the stopping test stays eps. family: names the progress bar and the warning.
+    the stopping test stays eps. compact_below: the active fraction at which a streamed
+    problem is compacted (rows.COMPACT_BELOW unless given). family: names the progress
+    bar and the warning.
     """
     n = rows[0].shape[0] - 1
     if resident:
         arrays = tuple(state.arrays) if isinstance(state, MemoryState) else tuple(state)
         full = Resident(rows, arrays, visiting_rng(seed))
     else:
-        full = Streamed(rows, state, seed, memory)
+        full = Streamed(rows, state, seed, memory, compact_below)
     source = full
     tol = max(10.0 * eps, 1.0) if eps < 1.0 else eps
     from_all = True  # this pass visits every example
@@ -126,7 +128,7 @@ def run_shrinking(kernel: Kernel, objective: Callable[[], float], rows: Rows,
             shrunk = source.shrunk()
             if shrunk is not source and verbose:
                 # What sets the peak of a streamed run (issue 30): the copy's size is the
-                # active fraction when it first falls to COMPACT_BELOW, which varies by run.
+                # active fraction when it first falls to compact_below, which varies by run.
                 note(f"{family}: pass {p}: compact copy of {shrunk.active:,} active examples "
                      f"({shrunk.active / max(n, 1):.3f}), {shrunk.nbytes() / 2**20:,.0f} MiB")
             source = shrunk
