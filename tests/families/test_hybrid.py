@@ -17,7 +17,8 @@ TYPE = "wbe-msd-backward-fe"
 def test_hybrid_serves_counts_for_seen_pairs_and_the_base_for_unseen(small_store, tmp_path):
     out = tmp_path / "hybrid.mrw"
     assert cli_main(["train", "--family", "hybrid", "--type", TYPE, "--store", str(small_store), "--out", str(out),
-                     "--param", "base='nb-map'", "--param", "base_threshold=1", "--quiet"]) == 0
+                     "--param", "base='nb-map'", "--param", "base_threshold=1", "--threshold", "1",
+                     "--quiet"]) == 0
     model = load_model(out)
     assert model.family == "hybrid" and model.link_name == "softmax" and model.spec.name.startswith("alignments,pair")
     info = model.metadata["training"]["directions"]["backward"]["summary"]
@@ -60,3 +61,26 @@ def test_hybrid_serves_counts_for_seen_pairs_and_the_base_for_unseen(small_store
     picked = np.isin(chunk.examples, rows)
     assert counts[freq] >= 20
     np.testing.assert_allclose(served[picked].mean(axis=0), share, atol=0.1)
+
+
+def test_the_hybrid_keys_only_features_it_weights_and_gets_the_weights_of_threshold_0(small_store, tmp_path):
+    """Issue 29: at threshold 0 for every feature the matrix held every base feature seen
+    once, which the hybrid never weights (base_threshold), and at Kyoto's 44.7M examples its
+    per-column arrays ran out of memory. Its default matrix keys every seen pair and the
+    base features above 10: fewer columns, and the same model file weights."""
+    models = {}
+    for name, extra in (("default", []), ("all", ["--threshold", "0"])):
+        out = tmp_path / f"{name}.mrw"
+        assert cli_main(["train", "--family", "hybrid", "--type", TYPE, "--store", str(small_store),
+                         "--out", str(out), "--param", "base='nb-map'", "--quiet", *extra]) == 0
+        models[name] = load_model(out)
+    train = {n: m.metadata["training"] for n, m in models.items()}
+    assert train["default"]["features_distinct"] <= train["all"]["features_distinct"]
+    store = ExampleStore.open(small_store)
+    split = SentenceSplit.make(store.n_sentences, 0.1, 0.05)
+    assert build_matrix(store, "S7,pair", 10, split.fit, keep_pairs=True).X.shape[1] < \
+        build_matrix(store, "S7,pair", 0, split.fit).X.shape[1]
+    default, full = models["default"], models["all"]
+    assert np.array_equal(default.keys, full.keys)
+    np.testing.assert_array_equal(default.weights, full.weights)
+    np.testing.assert_array_equal(default.bias, full.bias)

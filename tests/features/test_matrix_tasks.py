@@ -65,3 +65,28 @@ def test_partitioned_counts_equal_the_plain_count_in_any_grouping(store_2k, tmp_
         assert np.array_equal(got_keys, uniq[counts > 3])
         assert np.array_equal(np.concatenate([m[1] for m in merged]), counts[counts > 3])
         assert sum(m[2] for m in merged) == uniq.shape[0]
+
+
+def test_keep_pairs_keeps_every_pair_of_the_counted_sentences_and_the_rest_by_threshold(store_2k, many_tasks):
+    """The hybrid's matrix (issue 29): every phrase pair of the training sentences keyed,
+    other keys only above the threshold, built in any number of merge groups."""
+    from training.errors import UsageError
+    from training.features.matrix import distinct_pair_keys
+
+    mask = np.arange(store_2k.n_sentences) < 1800
+    full = build_matrix(store_2k, "S7,pair", 0, mask)
+    plain = build_matrix(store_2k, "S7,pair", 3, mask)
+    kept = build_matrix(store_2k, "S7,pair", 3, mask, keep_pairs=True, memory="64M")
+    pairs = distinct_pair_keys(store_2k, mask)
+    want = np.union1d(plain.keys, pairs)
+    assert np.array_equal(kept.keys, want)
+    assert plain.keys.shape[0] < want.shape[0] < full.keys.shape[0]
+    assert "-t3+pairs-m" in kept.path.name and kept.meta["keep_pairs"]
+    assert build_matrix(store_2k, "S7,pair", 3, mask).path == plain.path  # its own cache
+    # every example's columns are its full-matrix keys that were kept
+    rows = slice(0, 500)
+    for got, source in zip(kept.X[rows], full.X[rows]):
+        names = full.keys[source.indices]
+        assert np.array_equal(kept.keys[got.indices], names[np.isin(names, want)])
+    with pytest.raises(UsageError, match="pair template"):
+        build_matrix(store_2k, "S7", 3, mask, keep_pairs=True)

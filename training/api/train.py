@@ -34,7 +34,7 @@ from training.progress import note
 from training.moses.types import MosesType, class_labels, label_source
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
-from training.features.matrix import build_matrix, csr_view, distinct_pair_keys
+from training.features.matrix import build_matrix, csr_view, distinct_pair_keys, sorted_members
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
 
     t_features = time.perf_counter()
     matrix = build_matrix(store, spec, threshold, split.fit, progress=verbose, jobs=jobs,
-                          scheduler=scheduler, memory=memory)
+                          scheduler=scheduler, memory=memory, keep_pairs=cls.needs_pair_columns)
     feature_seconds = time.perf_counter() - t_features
     if matrix.X.shape[1] == 0:
         raise InputError(f"no feature of {spec.name} occurs more than {threshold} times in the "
@@ -201,9 +201,9 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
 
     fit_kwargs: dict[str, Any] = {}
     if cls.needs_pair_columns:  # the hybrid: which keys are pairs
-        fit_kwargs["pair_columns"] = np.isin(keys, distinct_pair_keys(store, split.fit))
+        fit_kwargs["pair_columns"] = sorted_members(keys, distinct_pair_keys(store, split.fit))
 
-    models, directions_meta = [], {}
+    models, exported, directions_meta = [], [], {}
     t_train = time.perf_counter()
     with threadpool_limits(limits=blas_threads, user_api="blas"):  # None: no change
         blas_in_force = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
@@ -230,11 +230,11 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
                     "log_loss": log_loss(np.log(np.maximum(probs, 1e-300)), y_cal),
                 }
             info["summary"] = model.fit_summary()
+            exported.append(model.export_arrays())  # a family may drop its training caches here
             models.append(model)
             directions_meta[direction] = info
     train_seconds = time.perf_counter() - t_train
 
-    exported = [m.export_arrays() for m in models]
     arrays = {name: np.concatenate([e[name] for e in exported], axis=-1) for name in exported[0]}
     weights, bias = arrays.pop("weights"), arrays.pop("bias")
     keys, weights, zero_rows = drop_zero_rows(keys, weights, cls.link, arrays)

@@ -23,9 +23,13 @@ Two choices make it win on both slices (benchmarks/RESULTS.md):
 - beta is fitted on the calibration rows (sentences held out of the counts), by
   log-loss, so the seen/unseen mix of the fit is the mix the model will meet.
 
-It trains on a `<base features>,pair` matrix at threshold 0 (every seen pair keyed);
-base features seen at most `base_threshold` times get no weight. It needs to know which
+It trains on a `<base features>,pair` matrix that keys every seen pair and the base
+features seen more than the threshold (10, the papers'; build_matrix's keep_pairs);
+base features seen at most `base_threshold` times get no weight (a base feature must be
+above both; give `--threshold` too to go below 10). It needs to know which
 columns are pair keys: `train` passes `pair_columns` because `needs_pair_columns` is set.
+Nothing it holds grows with the features seen once: at threshold 0 for every feature,
+Kyoto's 44.7M examples had 273M columns and training ran out of 24 GB (issue 29).
 This module must not read stores.
 """
 
@@ -45,7 +49,7 @@ from training.families.registry import get_family, register
 from training.families.solvers.sparse import decision_scores
 from training.features.rowchunks import iter_row_chunks
 from training.npyfile import NpyAppender
-from training.probability import LOG_FLOOR, log_loss, log_softmax, softmax
+from training.probability import LOG_FLOOR, log_loss, log_softmax
 
 BETAS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
@@ -88,6 +92,28 @@ def _restrict_rows(indptr, indices, data, keep, col_map, out_indptr, out_indices
     return rows, w
 
 
+@nb.njit(nogil=True, cache=True)
+def _pair_proba_sums(Z, w, row_pair, out):
+    """out[pair] = the sum over the pair's rows of softmax(Z[row] + w[pair]): no
+    temporary as large as Z (Kyoto: 40M rows)."""
+    K = Z.shape[1]
+    out[:] = 0.0
+    p = np.empty(K)
+    for r in range(Z.shape[0]):
+        j = row_pair[r]
+        top = -np.inf
+        for k in range(K):
+            p[k] = Z[r, k] + w[j, k]
+            top = max(top, p[k])
+        total = 0.0
+        for k in range(K):
+            p[k] = np.exp(p[k] - top)
+            total += p[k]
+        for k in range(K):
+            out[j, k] += p[k] / total
+    return out
+
+
 @register
 class HybridBackoff(ReorderingClassifier):
     """Lexical counts backing off to a classifier trained on rare pairs."""
@@ -96,7 +122,7 @@ class HybridBackoff(ReorderingClassifier):
     link: ClassVar[str] = "softmax"
     needs_pair_columns: ClassVar[bool] = True
     default_features: ClassVar[str] = "S7,pair"
-    default_threshold: ClassVar[int] = 0
+    default_threshold: ClassVar[int] = 10
 
     def __init__(self, base: str = "maxent", base_params: dict | None = None, rare_max: int = 1,
                  base_threshold: int = 10, beta: float | None = None, n_classes: int | None = None,
@@ -192,22 +218,24 @@ class HybridBackoff(ReorderingClassifier):
 
     def _base_scores(self, X: sp.csr_matrix, keep: np.ndarray) -> np.ndarray:
         """The base model's decision values of the kept rows, a chunk at a time."""
-        parts = [np.asarray(self.base_model_.decision_function(part), dtype=np.float64)
-                 for _, _, part in self._base_chunks(X, keep)]
-        return np.concatenate(parts) if parts else np.zeros((0, self.pair_count_.shape[1]))
+        Z = np.empty((int(keep.sum()), self.pair_count_.shape[1]), dtype=np.float64)
+        at = 0
+        for _, _, part in self._base_chunks(X, keep):
+            Z[at:at + part.shape[0]] = self.base_model_.decision_function(part)
+            at += part.shape[0]
+        return Z
 
     def _refresh_base(self) -> None:
         """Base scores of the pair rows and qbar, each pair's mean base prediction."""
         keep = np.zeros(self._X_source.shape[0], dtype=bool)
         keep[self._rows] = True
         self._Z = self._base_scores(self._X_source, keep)
-        P = softmax(self._Z)
-        self.pair_mean_proba_ = np.clip(self._pair_mean(P), 1e-6, 1.0)
+        no_weight = np.zeros_like(self.pair_count_)
+        self.pair_mean_proba_ = np.clip(self._pair_mean(no_weight), 1e-6, 1.0)
 
-    def _pair_mean(self, P: np.ndarray) -> np.ndarray:
-        n_pair = self.pair_count_.shape[0]
-        total = np.stack([np.bincount(self._row_pair, weights=P[:, k], minlength=n_pair)
-                          for k in range(P.shape[1])], axis=1)
+    def _pair_mean(self, w: np.ndarray) -> np.ndarray:
+        """Each pair's mean prediction over its training rows under pair weights w."""
+        total = _pair_proba_sums(self._Z, w, self._row_pair, np.empty_like(self.pair_count_))
         return total / np.maximum(self.pair_count_.sum(axis=1), 1)[:, None]
 
     def _set_pair_weights(self, steps: int = 8) -> None:
@@ -216,9 +244,7 @@ class HybridBackoff(ReorderingClassifier):
         target = (c + self.beta_ * q) / (c.sum(axis=1, keepdims=True) + self.beta_)
         w = np.log(target) - np.log(q)
         for _ in range(steps):
-            z = self._Z + w[self._row_pair]
-            P = softmax(z)
-            w += np.log(target) - np.log(np.clip(self._pair_mean(P), 1e-12, 1.0))
+            w += np.log(target) - np.log(np.clip(self._pair_mean(w), 1e-12, 1.0))
         self.pair_weight_ = np.maximum(w - w.max(axis=1, keepdims=True), LOG_FLOOR)
 
     def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "HybridBackoff":

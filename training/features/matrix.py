@@ -74,6 +74,15 @@ def distinct_pair_keys(store, sentence_mask: np.ndarray | None = None,
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
 
 
+def sorted_members(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """keys (any order) found in sorted_set: np.isin without its sort of both arrays
+    (a few GB at Kyoto's 36M keys and 32M pairs), one int64 a key."""
+    if sorted_set.shape[0] == 0:
+        return np.zeros(keys.shape[0], dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, keys), sorted_set.shape[0] - 1)
+    return sorted_set[at] == keys
+
+
 def iter_keys(batch: PairBatch, spec: FeatureSpec, size: int = SUB_BATCH_PAIRS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """extract_keys over bounded slices of a large batch."""
     for lo in range(0, batch.n_pairs, size):
@@ -201,8 +210,9 @@ class FeatureMatrix:
     path: Path | None
 
 
-def cache_name(spec: FeatureSpec, threshold: int, sentence_mask: np.ndarray | None) -> str:
-    name = f"{spec.name}-t{threshold}"
+def cache_name(spec: FeatureSpec, threshold: int, sentence_mask: np.ndarray | None,
+               keep_pairs: bool = False) -> str:
+    name = f"{spec.name}-t{threshold}" + ("+pairs" if keep_pairs else "")
     if sentence_mask is not None:
         digest = hashlib.sha256(np.packbits(np.asarray(sentence_mask, dtype=bool)).tobytes()).hexdigest()
         name += f"-m{digest[:12]}"
@@ -216,13 +226,15 @@ def _store_identity(store) -> dict[str, Any]:
             "created_at": store.meta.get("created_at")}
 
 
-def _load_cache(path: Path, store, spec: FeatureSpec, threshold: int) -> FeatureMatrix | None:
+def _load_cache(path: Path, store, spec: FeatureSpec, threshold: int, keep_pairs: bool = False
+                ) -> FeatureMatrix | None:
     try:
         meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return None
     if (meta.get("format") != CACHE_FORMAT or meta.get("store") != _store_identity(store)
-            or meta.get("spec") != spec.name or meta.get("threshold") != threshold):
+            or meta.get("spec") != spec.name or meta.get("threshold") != threshold
+            or bool(meta.get("keep_pairs", False)) != keep_pairs):
         return None
     arrays = {n: np.load(path / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in ("keys", "indptr", "indices")}
     X = _matrix(np.asarray(arrays["indptr"]), np.asarray(arrays["indices"]), arrays["keys"].shape[0])
@@ -239,10 +251,16 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 def build_matrix(store, spec: FeatureSpec | str, threshold: int,
                  sentence_mask: np.ndarray | None = None, *, cache: bool = True,
                  progress: bool = False, jobs: int | None = 1, scheduler: str | None = None,
-                 memory: int | str | None = None) -> FeatureMatrix:
+                 memory: int | str | None = None, keep_pairs: bool = False) -> FeatureMatrix:
     """X [n_examples x F] over ALL store examples, vocabulary counted on the masked sentences.
 
-    The cache lives in STORE/features/<spec>-t<threshold>[-m<mask digest>]/ and is built
+    keep_pairs: every phrase-pair identity key of the masked sentences is kept whatever
+    its count (the spec must hold the `pair` template), the other keys by the threshold.
+    The hybrid keys every seen pair but gives weight only to base features above its
+    threshold; at threshold 0 for everything, Kyoto's S6,pair kept 273M keys of which
+    233M were singleton base features, and the per-column arrays ran it out of memory.
+
+    The cache lives in STORE/features/<spec>-t<threshold>[+pairs][-m<mask digest>]/ and is built
     in a temporary sibling directory and renamed into place, so a crash leaves no half
     cache and two concurrent builders cannot corrupt each other. jobs / scheduler: the
     task runner's (training/parallel.py); memory: the budget (bytes or "4G") that sizes
@@ -254,18 +272,21 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
 
     spec = spec if isinstance(spec, FeatureSpec) else FeatureSpec.parse(spec)
     threshold = int(threshold)
+    if keep_pairs and "pair" not in spec.templates:
+        raise UsageError(f"features {spec.name}: keeping every phrase pair needs the pair template")
     if sentence_mask is not None:
         sentence_mask = np.asarray(sentence_mask, dtype=bool)
         if sentence_mask.shape != (store.n_sentences,):
             raise InputError(f"sentence_mask must have shape ({store.n_sentences},), got {sentence_mask.shape}")
     root = Path(store.path) / "features"
-    target = root / cache_name(spec, threshold, sentence_mask)
+    target = root / cache_name(spec, threshold, sentence_mask, keep_pairs)
     if cache:
-        found = _load_cache(target, store, spec, threshold)
+        found = _load_cache(target, store, spec, threshold, keep_pairs)
         if found is not None:
             return found
     jobs = jobs_that_pay(resolve_jobs(jobs), store.n_examples, WORKER_EXAMPLES, scheduler)
-    plan = _Plan(store, spec, threshold, jobs, scheduler, parse_memory(memory if memory is not None else defaults.MEMORY))
+    plan = _Plan(store, spec, threshold, jobs, scheduler, parse_memory(memory if memory is not None else defaults.MEMORY),
+                 keep_pairs)
     if not cache:
         with tempfile.TemporaryDirectory(prefix="features-") as tmp:
             built = _build(plan, Path(tmp) / "matrix", sentence_mask, progress)
@@ -286,7 +307,7 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     fsync_directory(root)
-    found = _load_cache(target, store, spec, threshold)
+    found = _load_cache(target, store, spec, threshold, keep_pairs)
     if found is None:
         raise InputError(f"feature cache {target} was written but cannot be read back", store.path)
     return found
@@ -302,6 +323,7 @@ class _Plan:
     jobs: int
     scheduler: str | None
     memory: int
+    keep_pairs: bool = False
 
     def ranges(self) -> list[tuple[int, int]]:
         """Example ranges of the tasks: as many examples as a job's share of the budget holds."""
@@ -339,8 +361,13 @@ def _build_with(runner, plan: _Plan, out: Path, sentence_mask: np.ndarray | None
     count_tasks = [(str(store.path), spec.name, lo, hi, mask_path, str(spill / f"count-{i:05d}"))
                    for i, (lo, hi) in enumerate(ranges)]
     spills = list(plan.run(runner, count_range, count_tasks, progress, f"count {spec.name}"))
+    pairs_path = None
+    if plan.keep_pairs:  # sorted; each merge task maps only its own key range of it
+        pairs_path = str(spill / "pairs.npy")
+        _save_npy(Path(pairs_path), distinct_pair_keys(store, sentence_mask))
     merge_tasks = _merge_groups(spills, plan.threshold, plan.memory // max(1, plan.jobs),
-                                MERGE_GROUPS_PER_JOB * plan.jobs if plan.jobs > 1 or plan.scheduler else 1)
+                                MERGE_GROUPS_PER_JOB * plan.jobs if plan.jobs > 1 or plan.scheduler else 1,
+                                pairs_path)
     keys, counts, n_distinct = [], [], 0
     for k, c, d in plan.run(runner, merge_partitions, merge_tasks, progress, "merge"):
         keys.append(k)
@@ -380,6 +407,7 @@ def _build_with(runner, plan: _Plan, out: Path, sentence_mask: np.ndarray | None
         raise
     meta = {
         "format": CACHE_FORMAT, "version": 1, "spec": spec.name, "threshold": plan.threshold,
+        "keep_pairs": plan.keep_pairs,
         "store": _store_identity(store), "n_features": int(np.load(out / "keys.npy", mmap_mode="r").shape[0]),
         "n_distinct": n_distinct,
         "mask_sentences": None if sentence_mask is None else int(sentence_mask.sum()),
@@ -424,12 +452,13 @@ def count_range(task: tuple) -> tuple[str, np.ndarray]:
     return prefix, bounds
 
 
-def _merge_groups(spills: list[tuple[str, np.ndarray]], threshold: int, budget: int, min_groups: int = 1
-                  ) -> list[tuple]:
+def _merge_groups(spills: list[tuple[str, np.ndarray]], threshold: int, budget: int, min_groups: int = 1,
+                  pairs_path: str | None = None) -> list[tuple]:
     """Merge tasks: consecutive partitions whose spilled entries fit a quarter of a job's
     budget (12 bytes an entry, sorting needs a few copies), and at least about `min_groups`
     of them so that every worker merges (the kept keys are the same however they are grouped)."""
-    return [(spills, lo, hi, threshold) for lo, hi in partition_groups(spills, budget // 4 // 12, min_groups)]
+    return [(spills, lo, hi, threshold, pairs_path)
+            for lo, hi in partition_groups(spills, budget // 4 // 12, min_groups)]
 
 
 def partition_groups(spills: list[tuple[str, np.ndarray]], max_entries: int, min_groups: int = 1
@@ -454,8 +483,9 @@ def partition_groups(spills: list[tuple[str, np.ndarray]], max_entries: int, min
 
 def merge_partitions(task: tuple) -> tuple[np.ndarray, np.ndarray, int]:
     """Task: partitions lo..hi-1 of every spill summed; (kept keys sorted, their counts,
-    distinct keys seen) with kept = count > threshold."""
-    spills, lo, hi, threshold = task
+    distinct keys seen) with kept = count > threshold, or a key of the sorted pair keys at
+    pairs_path (None: none)."""
+    spills, lo, hi, threshold, pairs_path = task
     keys, counts = [], []
     for prefix, bounds in spills:
         a, b = int(bounds[lo]), int(bounds[hi])
@@ -470,6 +500,12 @@ def merge_partitions(task: tuple) -> tuple[np.ndarray, np.ndarray, int]:
     first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
     totals = np.add.reduceat(counts, first)
     keep = totals > threshold
+    if pairs_path is not None:
+        distinct = keys[first]
+        pairs = np.load(pairs_path, mmap_mode="r")
+        a = int(np.searchsorted(pairs, distinct[0], side="left"))
+        b = int(np.searchsorted(pairs, distinct[-1], side="right"))
+        keep |= sorted_members(distinct, np.asarray(pairs[a:b]))
     return keys[first][keep], totals[keep].astype(np.uint32), int(first.shape[0])
 
 
