@@ -693,7 +693,7 @@ class Study:
                 return
             self.build_store()
             base = SYSTEMS[name]
-            if base.family != "lexical":
+            if base.family not in ("lexical", "hybrid"):  # the hybrid's matrix keeps every pair: train builds it
                 self.build_features(base.features)
             tmp = self.work / "modelfiles" / f"{name}.mrw"
             tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -1624,6 +1624,10 @@ def main(argv: list[str] | None = None) -> int:
     jobs = list(full_plan)
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        unknown = [w for w in wanted if not any(j.key.startswith(w) for j in jobs)]
+        if unknown:  # e.g. a PRO run while the plan's tuner is MERT: say so, do not run nothing
+            p.error(f"--only {','.join(unknown)}: no job of the plan is named so (--plan lists them; "
+                    "the tuner is --tuner's, the candidates --best's and --best-system's)")
         jobs = [j for j in jobs if any(j.key.startswith(w) for w in wanted)]
     study.prepare_corpus()                  # the table's references; the record's corpus
     study.restore_recorded(full_plan)

@@ -485,3 +485,17 @@ def test_extra_test_decodes_another_test_set_with_every_finished_run(tmp_path, e
     with pytest.raises(RuntimeError, match="uneven: test.ja has 2 lines, test.en 1"):
         study_mod.extra_test(study, jobs, uneven)
     assert not study.text("extra-uneven", "ja").exists()
+
+
+def test_only_names_a_job_outside_the_plan_and_runs_nothing(tmp_path, corpus, capsys):
+    """`--only tune:lexical-dl12:pro2` under the default tuner (MERT) once ran nothing and
+    exited 0, so a queue moved on as if Lexical's PRO run 2 were done (issue 29)."""
+    work = tmp_path / "work"
+    common = ["--moses", str(tmp_path / "moses"), "--corpus", str(corpus), "--work", str(work), "--limit", "12",
+              "--heldout", "0"]
+    with pytest.raises(SystemExit) as stopped:
+        study_mod.main(common + ["--only", "tune:lexical-dl12:pro2", "--plan"])
+    assert stopped.value.code == 2
+    assert "--only tune:lexical-dl12:pro2: no job of the plan" in capsys.readouterr().err
+    assert study_mod.main(common + ["--tuner", "pro", "--only", "tune:lexical-dl12:pro2", "--plan"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split() == ["tune:lexical-dl12:pro2", "-"]
