@@ -177,7 +177,7 @@ def seen_in_partitions(task: tuple) -> np.ndarray:
     """Task: the sorted keys of partitions lo..hi-1 that are in a held-out spill and in a
     training spill (the held-out keys merged, each training spill's slice looked up in them)."""
     heldout_spills, train_spills, lo, hi = task
-    keys = merge_partitions((heldout_spills, lo, hi, 0))[0]
+    keys = merge_partitions((heldout_spills, lo, hi, 0, None))[0]
     if keys.shape[0] == 0:
         return keys
     seen = np.zeros(keys.shape[0], dtype=bool)
