@@ -230,22 +230,35 @@ class HybridBackoff(ReorderingClassifier):
         keep = np.zeros(self._X_source.shape[0], dtype=bool)
         keep[self._rows] = True
         self._Z = self._base_scores(self._X_source, keep)
-        no_weight = np.zeros_like(self.pair_count_)
-        self.pair_mean_proba_ = np.clip(self._pair_mean(no_weight), 1e-6, 1.0)
+        mean = self._pair_mean(np.zeros_like(self.pair_count_))
+        self.pair_mean_proba_ = np.clip(mean, 1e-6, 1.0, out=mean)
 
-    def _pair_mean(self, w: np.ndarray) -> np.ndarray:
-        """Each pair's mean prediction over its training rows under pair weights w."""
-        total = _pair_proba_sums(self._Z, w, self._row_pair, np.empty_like(self.pair_count_))
-        return total / np.maximum(self.pair_count_.sum(axis=1), 1)[:, None]
+    def _pair_mean(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Each pair's mean prediction over its training rows under pair weights w (into out)."""
+        out = _pair_proba_sums(self._Z, w, self._row_pair, np.empty_like(self.pair_count_) if out is None else out)
+        out /= np.maximum(self.pair_count_.sum(axis=1), 1)[:, None]
+        return out
 
     def _set_pair_weights(self, steps: int = 8) -> None:
-        """w(pair) such that the mean prediction over the pair's rows is the backoff target."""
+        """w(pair) such that the mean prediction over the pair's rows is the backoff target.
+
+        Every [pairs x K] array is updated in place: at Kyoto's 31.6M pairs each is 758 MB,
+        and the expressions written out held about eight of them at once (issue 29)."""
         q, c = self.pair_mean_proba_, self.pair_count_
-        target = (c + self.beta_ * q) / (c.sum(axis=1, keepdims=True) + self.beta_)
-        w = np.log(target) - np.log(q)
+        log_target = c + self.beta_ * q
+        log_target /= c.sum(axis=1, keepdims=True) + self.beta_
+        np.log(log_target, out=log_target)
+        w = log_target - np.log(q)
+        step = np.empty_like(c)
         for _ in range(steps):
-            w += np.log(target) - np.log(np.clip(self._pair_mean(w), 1e-12, 1.0))
-        self.pair_weight_ = np.maximum(w - w.max(axis=1, keepdims=True), LOG_FLOOR)
+            self._pair_mean(w, out=step)
+            np.clip(step, 1e-12, 1.0, out=step)
+            np.log(step, out=step)
+            np.subtract(log_target, step, out=step)
+            w += step
+        del log_target, step
+        w -= w.max(axis=1, keepdims=True)
+        self.pair_weight_ = np.maximum(w, LOG_FLOOR, out=w)
 
     def calibrate(self, X: sp.csr_matrix, y: np.ndarray) -> "HybridBackoff":
         """Calibrate the base (if it does that), then fit beta by held-out log-loss."""
