@@ -34,7 +34,7 @@ from training.progress import note
 from training.moses.types import MosesType, class_labels, label_source
 from training.eval.split import heldout_sentences
 from training.store.examples import ExampleStore
-from training.features.matrix import build_matrix, csr_view, distinct_pair_keys, sorted_members
+from training.features.matrix import build_matrix, csr_view
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
         raise InputError(f"no feature of {spec.name} occurs more than {threshold} times in the "
                          "training sentences; lower --threshold", store_dir)
     X_fit, X_cal = select_rows(matrix.X, fit_rows), select_rows(matrix.X, cal_rows)
-    keys, selection_meta = matrix.keys, None
+    keys, pair_columns, selection_meta = matrix.keys, matrix.pair_columns, None
     if select_nmi is not None:  # Bayesian paper section 5: keep features by NMI with the class
         from training.features.selection import Selection, select_columns
 
@@ -194,6 +194,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
         fit_labels = [take_rows(labels_of[d], fit_rows).astype(np.int64) for d in mtype.directions]
         keep, nmi = select_columns(X_fit, fit_labels, len(mtype.classes), rule)
         X_fit, X_cal, keys = X_fit[:, keep], X_cal[:, keep], matrix.keys[keep]
+        pair_columns = None if pair_columns is None else pair_columns[keep]
         selection_meta = {"rule": str(rule), "kept": int(keep.sum()), "of": int(keep.size),
                           "min_kept_nmi": float(nmi[keep].min()) if keep.any() else None}
         if not keep.any():
@@ -201,7 +202,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
 
     fit_kwargs: dict[str, Any] = {}
     if cls.needs_pair_columns:  # the hybrid: which keys are pairs
-        fit_kwargs["pair_columns"] = sorted_members(keys, distinct_pair_keys(store, split.fit))
+        fit_kwargs["pair_columns"] = pair_columns  # build_matrix(keep_pairs) found them
 
     models, exported, directions_meta = [], [], {}
     t_train = time.perf_counter()

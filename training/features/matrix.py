@@ -200,7 +200,8 @@ def csr_view(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: t
 
 @dataclass
 class FeatureMatrix:
-    """What build_matrix returns. Rows are all store examples, in store order."""
+    """What build_matrix returns. Rows are all store examples, in store order.
+    pair_columns: which columns are phrase-pair keys (built with keep_pairs; else None)."""
 
     X: sp.csr_matrix
     keys: np.ndarray
@@ -208,6 +209,7 @@ class FeatureMatrix:
     threshold: int
     meta: dict[str, Any]
     path: Path | None
+    pair_columns: np.ndarray | None = None
 
 
 def cache_name(spec: FeatureSpec, threshold: int, sentence_mask: np.ndarray | None,
@@ -238,7 +240,17 @@ def _load_cache(path: Path, store, spec: FeatureSpec, threshold: int, keep_pairs
         return None
     arrays = {n: np.load(path / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in ("keys", "indptr", "indices")}
     X = _matrix(np.asarray(arrays["indptr"]), np.asarray(arrays["indices"]), arrays["keys"].shape[0])
-    return FeatureMatrix(X, np.asarray(arrays["keys"]), spec, threshold, meta, path)
+    pair_columns = _load_pair_columns(path) if keep_pairs else None
+    if keep_pairs and pair_columns is None:
+        return None
+    return FeatureMatrix(X, np.asarray(arrays["keys"]), spec, threshold, meta, path, pair_columns)
+
+
+def _load_pair_columns(path: Path) -> np.ndarray | None:
+    try:
+        return np.load(path / "pair_columns.npy", allow_pickle=False)
+    except FileNotFoundError:
+        return None
 
 
 def _save_npy(path: Path, array: np.ndarray) -> None:
@@ -294,14 +306,19 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
                         int(np.load(built / "keys.npy", mmap_mode="r").shape[0]))
             keys = np.load(built / "keys.npy")
             meta = json.loads((built / "meta.json").read_text(encoding="utf-8"))
-        return FeatureMatrix(X, keys, spec, threshold, meta, None)
+            pair_columns = _load_pair_columns(built) if keep_pairs else None
+        return FeatureMatrix(X, keys, spec, threshold, meta, None, pair_columns)
     root.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=root))
     try:
         _build(plan, tmp, sentence_mask, progress)
-        if target.exists():  # another builder finished first: same content, keep theirs
-            shutil.rmtree(tmp)
+        if _load_cache(target, store, spec, threshold, keep_pairs) is not None:
+            shutil.rmtree(tmp)  # another builder finished first: same content, keep theirs
         else:
+            if target.exists():  # a cache this build replaces (e.g. written before pair_columns.npy)
+                stale = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale-", dir=root))
+                os.rename(target, stale / "old")
+                shutil.rmtree(stale)
             os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -361,10 +378,11 @@ def _build_with(runner, plan: _Plan, out: Path, sentence_mask: np.ndarray | None
     count_tasks = [(str(store.path), spec.name, lo, hi, mask_path, str(spill / f"count-{i:05d}"))
                    for i, (lo, hi) in enumerate(ranges)]
     spills = list(plan.run(runner, count_range, count_tasks, progress, f"count {spec.name}"))
-    pairs_path = None
+    pairs_path = pairs = None
     if plan.keep_pairs:  # sorted; each merge task maps only its own key range of it
         pairs_path = str(spill / "pairs.npy")
-        _save_npy(Path(pairs_path), distinct_pair_keys(store, sentence_mask))
+        pairs = distinct_pair_keys(store, sentence_mask)
+        _save_npy(Path(pairs_path), pairs)
     merge_tasks = _merge_groups(spills, plan.threshold, plan.memory // max(1, plan.jobs),
                                 MERGE_GROUPS_PER_JOB * plan.jobs if plan.jobs > 1 or plan.scheduler else 1,
                                 pairs_path)
@@ -376,6 +394,9 @@ def _build_with(runner, plan: _Plan, out: Path, sentence_mask: np.ndarray | None
     shutil.rmtree(spill)
     keys = np.concatenate(keys) if keys else np.empty(0, dtype=np.uint64)
     _save_npy(out / "keys.npy", keys)
+    if pairs is not None:  # which kept keys are pairs: the hybrid's pair_columns, found once here
+        _save_npy(out / "pair_columns.npy", sorted_members(keys, pairs))
+        del pairs
     _save_npy(out / "counts.npy", np.concatenate(counts).astype(np.uint32) if counts else
               np.empty(0, dtype=np.uint32))
     count_seconds = time.perf_counter() - started
