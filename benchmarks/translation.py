@@ -399,6 +399,7 @@ class Study:
         self.server_lock = threading.Lock()
         self.filter_lock = threading.Lock()
         self.server: subprocess.Popen | None = None
+        self._system_id: str | None = None
         self.log_file = self.work / "study.log"
         self.record = Record(Path(args.record).resolve(), self.corpus, self.heldout) if args.record else None
 
@@ -460,6 +461,20 @@ class Study:
 
     def text(self, subset: str, lang: str) -> Path:
         return self.cdir / f"{subset}.{lang}"
+
+    @property
+    def system_id(self) -> str:
+        """Which build of the system a run was tuned or decoded on: a digest of the word
+        alignment its phrase table was built from, the one input that is not the same on every
+        machine (eflomal seeds its sampler from the clock, so ja-en-kyoto, aligned here, gives a
+        slightly different system on each new machine; a shipped alignment gives the same one)."""
+        if self._system_id is None:
+            digest = hashlib.sha256()
+            with open(self.cdir / "aligned.grow-diag-final-and", "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            self._system_id = digest.hexdigest()[:12]
+        return self._system_id
 
     # ------------------------------------------------------------------- step 1: corpus
     def prepare_corpus(self) -> None:
@@ -921,6 +936,7 @@ class Study:
         info = {"seconds": round(secs, 1), "iterations": iterations, "continued": cont,
                 "tune_sentences": count_lines(self.tune_text(SRC)), "decoder": self.decoder,
                 "threads": self.tune_threads, "max_iterations": self.max_iterations or None,
+                "system": self.system_id,
                 **dev_bleu(mert, self.tune_text(TGT))}
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
@@ -940,7 +956,7 @@ class Study:
         n = sum(1 for _ in open(d / f"{subset}.out", encoding="utf-8"))
         took, timed = decode_seconds(d / f"{subset}.log", secs, n)
         info = {"wall_seconds": round(secs, 2), "sentences": n, "decode_seconds": round(took, 3),
-                "timed_sentences": timed, "decoder": self.decoder}
+                "timed_sentences": timed, "decoder": self.decoder, "system": self.system_id}
         (d / f"{subset}.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: {subset} decoded in {secs:.0f} s ({n} sentences)")
 
@@ -1414,7 +1430,8 @@ def score_rows(study: Study, subset: str) -> tuple[list[dict], dict]:
                                  "chrf": chrf.corpus_score(hyps, [refs]).score,
                                  "sec_per_sent": info["decode_seconds"] / max(1, info["timed_sentences"]),
                                  "iterations": tune.get("iterations"), "tune_min": tune.get("seconds", 0) / 60,
-                                 "dev_bleu": tune.get("dev_bleu")})
+                                 "dev_bleu": tune.get("dev_bleu"),
+                                 "builds": (tune.get("system"), info.get("system"))})
             if runs:
                 outputs[(sname, method)] = [r["hyps"] for r in runs]
                 rows.append({"system": sname, "method": method, "runs": runs})
@@ -1503,6 +1520,14 @@ def table(study: Study, jobs: list[Job], subsets: list[tuple[str, str]] | None =
             out.append(f"| {SYSTEMS[r['system']].label} | {METHOD_LABEL[r['method']]} | {len(r['runs'])} | "
                        f"{fmt_runs(bleus)} | {fmt_runs(chrfs)} | {delta} | {p_b} | {p_c} | {s} | {alone} | {its} | "
                        f"{dev} |")
+        crossed = [f"{SYSTEMS[r['system']].label} {METHOD_LABEL[r['method']]} {x['run']} "
+                   f"({x['builds'][0] or 'unrecorded'})" for r in rows for x in r["runs"]
+                   if x["builds"][0] != x["builds"][1]]
+        if crossed:
+            out.append(f"Weights tuned on another build of the system than the one decoded here "
+                       f"({', '.join(sorted({x['builds'][1] or 'unrecorded' for r in rows for x in r['runs']}))}; "
+                       "a build is named by the digest of the word alignment its tables were built from): "
+                       + ", ".join(crossed) + "\n")
         out.append("")
     remaining = [j for j in jobs if not study.finished(j)]
     if remaining:

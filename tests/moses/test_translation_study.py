@@ -499,3 +499,28 @@ def test_only_names_a_job_outside_the_plan_and_runs_nothing(tmp_path, corpus, ca
     assert "--only tune:lexical-dl12:pro2: no job of the plan" in capsys.readouterr().err
     assert study_mod.main(common + ["--tuner", "pro", "--only", "tune:lexical-dl12:pro2", "--plan"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].split() == ["tune:lexical-dl12:pro2", "-"]
+
+
+def test_the_table_names_runs_tuned_on_another_build_of_the_system(tmp_path, corpus, study):
+    """A corpus aligned here (ja-en-kyoto) gives a slightly different system on each machine
+    (eflomal's sampler is clock-seeded): a run restored from the record and decoded on a new
+    build is named under the table, with the build it was tuned on; a run tuned and decoded on
+    one build is not."""
+    study.prepare_corpus()
+    build = study.system_id
+    assert len(build) == 12 and build == make_study(tmp_path, study.work, corpus).system_id
+    same, other = (study_mod.Job("tune", "lexical-dl12", "mert", k) for k in (1, 2))
+    for job, tuned_on in ((same, build), (other, "0123456789ab")):
+        d = study.run_dir(job)
+        d.mkdir(parents=True)
+        (d / "tune.json").write_text(json.dumps({"seconds": 60.0, "iterations": 3, "system": tuned_on}) + "\n")
+        (d / "test.out").write_bytes(study.text("test", "en").read_bytes())
+        (d / "test.json").write_text(json.dumps({"decode_seconds": 1.0, "timed_sentences": 10,
+                                                 "system": build}) + "\n")
+    text = study_mod.table(study, [same, other])
+    note = next(line for line in text.splitlines() if line.startswith("Weights tuned on another build"))
+    assert f"({build};" in note and "Lexical" in note
+    assert "MERT 2 (0123456789ab)" in note and "MERT 1" not in note
+    # the alignment is the build: another alignment, another digest
+    (study.cdir / "aligned.grow-diag-final-and").write_text("0-0\n", encoding="utf-8")
+    assert make_study(tmp_path, study.work, corpus).system_id != build
