@@ -296,9 +296,7 @@ class Record:
                 if path is None:            # an unaligned corpus ships no train.align
                     continue
                 digest.update(name.encode() + b"\0")
-                with open(path, "rb") as fh:
-                    for chunk in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(chunk)
+                _digest_file(digest, path)
             self._dir = self.root / f"{self.corpus.name}-{digest.hexdigest()[:12]}-heldout{self.heldout}"
         return self._dir
 
@@ -367,6 +365,14 @@ def shipped(corpus: Path, name: str) -> Path | None:
     return None
 
 
+def _digest_file(digest: "hashlib._Hash", path: Path) -> "hashlib._Hash":
+    """Feed a file to a digest a MiB at a time (corpus and alignment files are hundreds of MB)."""
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_bytes(data)
@@ -399,7 +405,6 @@ class Study:
         self.server_lock = threading.Lock()
         self.filter_lock = threading.Lock()
         self.server: subprocess.Popen | None = None
-        self._system_id: str | None = None
         self.log_file = self.work / "study.log"
         self.record = Record(Path(args.record).resolve(), self.corpus, self.heldout) if args.record else None
 
@@ -468,13 +473,7 @@ class Study:
         alignment its phrase table was built from, the one input that is not the same on every
         machine (eflomal seeds its sampler from the clock, so ja-en-kyoto, aligned here, gives a
         slightly different system on each new machine; a shipped alignment gives the same one)."""
-        if self._system_id is None:
-            digest = hashlib.sha256()
-            with open(self.cdir / "aligned.grow-diag-final-and", "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
-            self._system_id = digest.hexdigest()[:12]
-        return self._system_id
+        return _digest_file(hashlib.sha256(), self.cdir / "aligned.grow-diag-final-and").hexdigest()[:12]
 
     # ------------------------------------------------------------------- step 1: corpus
     def prepare_corpus(self) -> None:
