@@ -117,8 +117,13 @@ class System:
         "UnknownWordPenalty0": "1", "WordPenalty0": "-1", "PhrasePenalty0": "0.2",
         "TranslationModel0": "0.2 0.2 0.2 0.2", "Distortion0": "0.3", "LM0": "0.5"})
 
-    def ini(self, path: Path, reordering_line: str, n_reordering: int) -> Path:
+    def ini(self, path: Path, reordering_line: str, n_reordering: int,
+            reordering_weights: dict[str, list[float]] | None = None) -> Path:
+        """The system with REORDERING_LINE (one feature line, or several); their weights are
+        REORDERING_WEIGHTS, by default 0.3 for each of LexicalReordering0's n_reordering."""
         weights = "\n".join(f"{k}= {v}" for k, v in self.weights.items())
+        reordering = reordering_weights or {"LexicalReordering0": [0.3] * n_reordering}
+        weights += "".join(f"\n{k}= {' '.join(str(w) for w in v)}" for k, v in reordering.items())
         path.write_text(f"""[input-factors]
 0
 [mapping]
@@ -135,7 +140,6 @@ KENLM name=LM0 factor=0 path={self.lm} order={self.lm_order}
 {reordering_line}
 [weight]
 {weights}
-LexicalReordering0= {' '.join(['0.3'] * n_reordering)}
 """)
         return path
 
@@ -165,8 +169,8 @@ def lexical_line(moses_type: str, table: Path, default_scores: str | None = None
 
 
 def external_line(moses_type: str, server: str, model: str, default_scores: str | None = None,
-                  extra: str = "") -> str:
-    line = (f"ExternalReordering name=LexicalReordering0 num-features={n_scores(moses_type)} "
+                  extra: str = "", name: str = "LexicalReordering0", n: int | None = None) -> str:
+    line = (f"ExternalReordering name={name} num-features={n or n_scores(moses_type)} "
             f"type={moses_type} {factors(moses_type)} server={server} model={model}")
     line += f" default-scores={default_scores}" if default_scores else ""
     return line + (f" {extra}" if extra else "")

@@ -772,16 +772,27 @@ class Study:
             time.sleep(2)
 
     # ------------------------------------------------------------------- ini files
-    def reordering_line(self, system: System, table_line: str, name: str = "LexicalReordering0") -> str | None:
-        """The reordering [feature] line of a system, from the filtered ini's table line."""
+    @property
+    def beside_as_one(self) -> bool:
+        """Whether a system beside the table is one feature (Moses2's ExternalReordering with
+        path=: the table's block of scores, then the model's). The same scores as the table's
+        LexicalReordering beside an ExternalReordering, with one reordering state instead of
+        two: the second cost 1.36-1.52x decode time on Kyoto (issue 29). Moses's (v1) feature
+        has no path=."""
+        return self.decoder == "moses2"
+
+    def reordering_line(self, system: System, table_line: str, name: str = "LexicalReordering0",
+                        table: str | None = None) -> str | None:
+        """The reordering [feature] line of a system, from the filtered ini's table line;
+        with TABLE, the table's scores in the same feature, before the model's."""
         if system.kind == "none":
             return None
         if system.kind == "lexical":
             line = table_line
         else:
-            line = (f"ExternalReordering name={name} num-features=6 type={MOSES_TYPE} "
+            line = (f"ExternalReordering name={name} num-features={12 if table else 6} type={MOSES_TYPE} "
                     f"input-factor=0 output-factor=0 server={self.address} model={model_name(system)} "
-                    f"version=1")
+                    f"version=1" + (f" path={table}" if table else ""))
         if system.sparse:
             src, tgt = self.sparse_lists()
             line += (f" sparse-words-source-top{SPARSE_TOP_WORDS}={src}"
@@ -799,6 +810,10 @@ class Study:
         if new is None:
             del features[idx]
             sections["weight"] = [l for l in sections["weight"] if not l.startswith("LexicalReordering0=")]
+        elif system.with_lexical and self.beside_as_one:
+            table = next(kv.split("=", 1)[1] for kv in features[idx].split() if kv.startswith("path="))
+            features[idx] = self.reordering_line(system, features[idx], name="ExternalReordering0", table=table)
+            sections["weight"] = beside_as_one_weights(sections["weight"], table_twice=True)
         elif system.with_lexical:
             features.insert(idx + 1, self.reordering_line(system, features[idx], name="ExternalReordering0"))
             table_weights = next(l for l in sections["weight"] if l.startswith("LexicalReordering0="))
@@ -810,6 +825,8 @@ class Study:
         if weights_from is not None:
             tuned = read_ini(weights_from)
             sections["weight"] = tuned["weight"]
+            if system.with_lexical and self.beside_as_one:  # tuned as two features, decoded as one
+                sections["weight"] = beside_as_one_weights(tuned["weight"])
             if "weight-file" in tuned:
                 sections["weight-file"] = [str((weights_from.parent / l).resolve()) if l.strip() else l
                                            for l in tuned["weight-file"]]
@@ -1289,6 +1306,20 @@ def read_ini(path: Path) -> dict[str, list[str]]:
         elif line and not line.startswith("#"):
             sections[current].append(line)
     return sections
+
+
+def beside_as_one_weights(lines: list[str], table_twice: bool = False) -> list[str]:
+    """[weight] lines of the table beside a model as Moses2's one ExternalReordering0 weighs
+    them: LexicalReordering0's weights, then ExternalReordering0's (or, with TABLE_TWICE, the
+    table's again: the untuned start, as for two features). Lines already in that form are
+    kept."""
+    weights = {line.split("=", 1)[0].strip(): line.split("=", 1)[1].split() for line in lines}
+    if "LexicalReordering0" not in weights:
+        return lines
+    table = weights["LexicalReordering0"]
+    model = table if table_twice else weights["ExternalReordering0"]
+    kept = [line for line in lines if line.split("=", 1)[0].strip() not in ("LexicalReordering0", "ExternalReordering0")]
+    return kept + [f"ExternalReordering0= {' '.join(table + model)}"]
 
 
 def _ini_text(sections: dict[str, list[str]]) -> str:

@@ -2,6 +2,7 @@
 // See ExternalReordering.h for what this is for and what it must not do.
 #include "ExternalReordering.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <sstream>
@@ -27,6 +28,9 @@
 #include "../../legacy/Util2.h"
 #include "util/exception.hh"
 
+#ifdef HAVE_CMPH
+#include "../../TranslationModel/CompactPT/LexicalReorderingTableCompact.h"
+#endif
 #include "reordering_client.h"
 
 using namespace std;
@@ -46,21 +50,33 @@ string Surface(const Word &w, FactorType f)
 
 typedef LRModel::ReorderingType ReorderingType;
 
+// The rows of one option: the table's (path=; NULL without a table or for a pair it
+// lacks) and the service's (NULL for an option it sent no row for).
+struct OptionRows {
+  const SCORE *table;
+  const SCORE *model;
+  OptionRows() : table(NULL), model(NULL) {}
+  OptionRows(const SCORE *t, const SCORE *m) : table(t), model(m) {}
+};
+
 // The states: what Moses2's LRState, PhraseBasedReorderingState, HReorderingBackwardState,
 // HReorderingForwardState and BidirectionalReorderingState do, with the option's row
 // taken from the sentence's rows instead of the target phrase's ffData. Same orientation
-// calls, same hash and recombination rules, same "no row, no score".
+// calls, same hash and recombination rules, same "no row, no score". With a table
+// (path=), each option has two rows, the table's block of scores first, and one state
+// serves both: the same scores as a LexicalReordering feature beside this one, without
+// that feature's second reordering state on every hypothesis expansion.
 class ExtState : public FFState
 {
 public:
   ExtState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset)
-    : m_ff(ff), m_direction(dir), m_offset(offset), m_rows(NULL), m_prevRow(NULL), m_prevPath(NULL) {}
+    : m_ff(ff), m_direction(dir), m_offset(offset), m_rows(NULL), m_prevPath(NULL) {}
 
-  // `row` is the option's row (NULL if none), `path` its input path.
-  virtual void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path,
+  // `row` is the option's rows, `path` its input path.
+  virtual void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path,
                     bool first, const Bitmap *coverage) = 0;
-  // Scores the step to `hypo` (whose option's row is `row`) and fills `next`.
-  virtual void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row,
+  // Scores the step to `hypo` (whose option's rows are `row`) and fills `next`.
+  virtual void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row,
                       Scores &scores, FFState &next) const = 0;
 
   const SentenceRows *Rows() const {
@@ -75,19 +91,29 @@ protected:
     return m_ff.Configuration();
   }
 
-  // LRState::CopyScores: backward reads the current option's row, forward the previous one's.
-  void CopyScores(const System &system, Scores &accum, const SCORE *currentRow, ReorderingType reoType) const {
-    const SCORE *row = m_direction == LRModel::Backward ? currentRow : m_prevRow;
-    if (row == NULL) return;
+  // LRState::CopyScores: backward reads the current option's rows, forward the previous
+  // one's; the table's block of scores first, then the service's.
+  void CopyScores(const System &system, Scores &accum, const OptionRows &current, ReorderingType reoType) const {
+    const OptionRows &rows = m_direction == LRModel::Backward ? current : m_prevRow;
     size_t off_remote = m_offset + reoType;
     size_t off_local = Config().CollapseScores() ? m_offset : off_remote;
-    UTIL_THROW_IF2(off_local >= m_ff.GetNumScores(), "offset out of vector bounds!");
-    accum.PlusEquals(system, m_ff, row[off_remote], off_local);
+    size_t block = 0;
+    if (m_ff.HasTable()) {
+      if (rows.table != NULL) accum.PlusEquals(system, m_ff, rows.table[off_remote], off_local);
+      block = m_ff.BlockSize();
+    }
+    if (rows.model == NULL) return;
+    UTIL_THROW_IF2(block + off_local >= m_ff.GetNumScores(), "offset out of vector bounds!");
+    accum.PlusEquals(system, m_ff, rows.model[off_remote], block + off_local);
   }
 
-  // LRState::ComparePrevScores, on the previous options' rows.
+  // LRState::ComparePrevScores, on the previous options' rows (the table's, then the service's).
   int ComparePrevScores(const ExtState &other) const {
-    const SCORE *mine = m_prevRow, *yours = other.m_prevRow;
+    int c = CompareRows(m_prevRow.table, other.m_prevRow.table);
+    return c != 0 ? c : CompareRows(m_prevRow.model, other.m_prevRow.model);
+  }
+
+  int CompareRows(const SCORE *mine, const SCORE *yours) const {
     if (mine == yours) return 0;
     if (yours == NULL) return -1;
     if (mine == NULL) return 1;
@@ -99,7 +125,7 @@ protected:
     return 0;
   }
 
-  void Set(const SentenceRows *rows, const SCORE *row, const InputPathBase &path) {
+  void Set(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path) {
     m_rows = rows;
     m_prevRow = row;
     m_prevPath = &path;
@@ -109,7 +135,7 @@ protected:
   LRModel::Direction m_direction;
   size_t m_offset;
   const SentenceRows *m_rows;
-  const SCORE *m_prevRow;           // the row of the option that made this state
+  OptionRows m_prevRow;             // the rows of the option that made this state
   const InputPathBase *m_prevPath;  // and its input path
 };
 
@@ -119,7 +145,7 @@ public:
   PhraseState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset)
     : ExtState(ff, dir, offset), m_first(false) {}
 
-  void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path, bool first,
+  void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, bool first,
             const Bitmap *) {
     Set(rows, row, path);
     m_first = first;
@@ -135,7 +161,7 @@ public:
     if (&m_prevPath->range != &other.m_prevPath->range) return false;
     return m_direction != LRModel::Forward || ComparePrevScores(other) == 0;
   }
-  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row, Scores &scores,
+  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row, Scores &scores,
               FFState &next) const {
     if (m_direction != LRModel::Forward || !m_first) {
       const Range &cur = hypo.GetInputPath().range;
@@ -156,7 +182,7 @@ public:
   HierBackwardState(MemPool &pool, const ExternalReordering &ff, size_t offset)
     : ExtState(ff, LRModel::Backward, offset), m_stack(pool) {}
 
-  void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path, bool,
+  void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, bool,
             const Bitmap *) {
     Set(rows, row, path);
     m_stack.Init();
@@ -167,7 +193,7 @@ public:
   bool operator==(const FFState &o) const {
     return m_stack == static_cast<const HierBackwardState&>(o).m_stack;
   }
-  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row, Scores &scores,
+  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row, Scores &scores,
               FFState &next) const {
     HierBackwardState &nextState = static_cast<HierBackwardState&>(next);
     nextState.Init(m_rows, row, hypo.GetInputPath(), false, NULL);
@@ -186,7 +212,7 @@ public:
   HierForwardState(const ExternalReordering &ff, size_t offset)
     : ExtState(ff, LRModel::Forward, offset), m_first(true), m_coverage(NULL) {}
 
-  void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path, bool first,
+  void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, bool first,
             const Bitmap *coverage) {
     Set(rows, row, path);
     m_first = first;
@@ -200,7 +226,7 @@ public:
     const HierForwardState &other = static_cast<const HierForwardState&>(o);
     return m_prevPath->range == other.m_prevPath->range && ComparePrevScores(other) == 0;
   }
-  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row, Scores &scores,
+  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row, Scores &scores,
               FFState &next) const {
     const Range &cur = hypo.GetInputPath().range;
     // the coverage after this step, as Moses2's HReorderingForwardState keeps it
@@ -222,7 +248,7 @@ public:
   BidirectionalState(const ExternalReordering &ff, ExtState *backward, ExtState *forward)
     : ExtState(ff, LRModel::Bidirectional, 0), m_backward(backward), m_forward(forward) {}
 
-  void Init(const SentenceRows *rows, const SCORE *row, const InputPathBase &path, bool first,
+  void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, bool first,
             const Bitmap *coverage) {
     Set(rows, row, path);
     m_backward->Init(rows, row, path, first, coverage);
@@ -238,7 +264,7 @@ public:
     const BidirectionalState &other = static_cast<const BidirectionalState&>(o);
     return *m_backward == *other.m_backward && *m_forward == *other.m_forward;
   }
-  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const SCORE *row, Scores &scores,
+  void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row, Scores &scores,
               FFState &next) const {
     BidirectionalState &nextState = static_cast<BidirectionalState&>(next);
     nextState.Set(m_rows, row, hypo.GetInputPath());
@@ -263,6 +289,7 @@ string ExternalReordering::StripServiceKeys(const string &line,
 
 ExternalReordering::ExternalReordering(size_t startInd, const string &line)
   : LexicalReordering(startInd, StripServiceKeys(line, NULL))
+  , m_blockSize(0)
   , m_pinnedVersion(0)
 {
   vector<pair<string, string> > args;
@@ -271,10 +298,12 @@ ExternalReordering::ExternalReordering(size_t startInd, const string &line)
   UTIL_THROW_IF2(!m_options.Parse(args, &why), GetName() << ": " << why);
   const reordering_type::Schema &schema = m_options.schema;
   // Moses2's LexicalReordering takes its score count from num-features; say so if it is wrong.
-  const size_t expected = schema.Directions().size() * (schema.collapse ? 1 : schema.Classes().size());
+  m_blockSize = schema.Directions().size() * (schema.collapse ? 1 : schema.Classes().size());
+  const size_t expected = (HasTable() ? 2 : 1) * m_blockSize;
   UTIL_THROW_IF2(GetNumScores() != expected,
-                 GetName() << ": type=" << m_options.type << " has " << expected << " scores, but num-features="
-                 << GetNumScores());
+                 GetName() << ": type=" << m_options.type << " has " << m_blockSize << " scores"
+                 << (HasTable() ? string(", twice that with the table of path=") : string())
+                 << ", but num-features=" << GetNumScores());
   if (!m_options.default_scores.empty()) {
     vector<SCORE> p = Tokenize<SCORE>(m_options.default_scores, ",");
     UTIL_THROW_IF2(p.size() != schema.NumOutputs(),
@@ -291,8 +320,8 @@ ExternalReordering::~ExternalReordering()
 
 void ExternalReordering::Load(System &system)
 {
-  // No path=: nothing of LexicalReordering::Load (which reads a table) applies.
   if (system.params.GetParam("show-weights")) return;
+  if (HasTable()) LexicalReordering::Load(system);  // reads the table of path=
   m_client.reset(new reordering::Client(m_options.Client()));
   reordering::ModelInfo info;
   try {
@@ -348,15 +377,48 @@ void ExternalReordering::EmptyHypothesisState(FFState &state, const ManagerBase 
     rows = scored.get();
     m_sentenceRows[&input] = std::move(scored);
   }
-  static_cast<ExtState&>(state).Init(rows, NULL, hypo.GetInputPath(), true, &hypo.GetBitmap());
+  static_cast<ExtState&>(state).Init(rows, OptionRows(), hypo.GetInputPath(), true, &hypo.GetBitmap());
 }
 
 void ExternalReordering::EvaluateWhenApplied(const ManagerBase &mgr, const Hypothesis &hypo,
     const FFState &prevState, Scores &scores, FFState &state) const
 {
   const ExtState &prev = static_cast<const ExtState&>(prevState);
-  const SCORE *row = prev.Rows() ? prev.Rows()->Find(&hypo.GetInputPath(), static_cast<const void*>(&hypo.GetTargetPhrase())) : NULL;
+  const TargetPhrase<Moses2::Word> &tp = hypo.GetTargetPhrase();
+  OptionRows row(HasTable() ? static_cast<const SCORE*>(tp.ffData[m_PhraseTableInd]) : NULL,
+                 prev.Rows() ? prev.Rows()->Find(&hypo.GetInputPath(), static_cast<const void*>(&tp)) : NULL);
   prev.Expand(mgr, hypo, row, scores, state);
+}
+
+void ExternalReordering::EvaluateAfterTablePruning(MemPool &pool, const TargetPhrases &tps,
+    const Phrase<Moses2::Word> &sourcePhrase) const
+{
+  if (!HasTable()) return;
+  for (TargetPhrases::const_iterator it = tps.begin(); it != tps.end(); ++it)
+    (*it)->ffData[m_PhraseTableInd] = const_cast<SCORE*>(TableRow(pool, **it, sourcePhrase));
+}
+
+const SCORE *ExternalReordering::TableRow(MemPool &pool, const TargetPhraseImpl &targetPhrase,
+    const Phrase<Moses2::Word> &sourcePhrase) const
+{
+  // LexicalReordering::EvaluateAfterTablePruning keeps num-features values of a row: here
+  // that is both blocks, so it would read past the table's row. The row is kept whole.
+  const size_t width = m_options.schema.NumOutputs();
+  if (m_propertyInd >= 0) return targetPhrase.GetScoresProperty(m_propertyInd);
+  Values values;
+#ifdef HAVE_CMPH
+  if (m_compactModel) values = m_compactModel->GetScore(sourcePhrase, targetPhrase, *m_blank);
+#endif
+  if (m_coll) {
+    const Values *found = GetValues(sourcePhrase, targetPhrase);
+    if (found) values = *found;
+  }
+  if (values.empty()) return NULL;
+  UTIL_THROW_IF2(values.size() != width, GetName() << ": a row of the table of path= has " << values.size()
+                 << " scores; type=" << m_options.type << " needs " << width);
+  SCORE *row = pool.Allocate<SCORE>(width);
+  std::copy(values.begin(), values.end(), row);
+  return row;
 }
 
 void ExternalReordering::CleanUpAfterSentenceProcessing(const System &system, const InputType &input) const

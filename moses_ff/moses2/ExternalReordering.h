@@ -18,10 +18,16 @@
 // ini:  ExternalReordering name=LexicalReordering0 num-features=6
 //         type=hier-msd-bidirectional-fe input-factor=0 output-factor=0
 //         server=127.0.0.1:50051 model=ja-en [version=N] [timeout-ms=5000]
-//         [on-error=fail|default] [default-scores=p1,p2,...]
+//         [on-error=fail|default] [default-scores=p1,p2,...] [path=TABLE]
 // default-scores (probabilities, as in Moses) is only the row of a sentence whose RPC
 // failed with on-error=default; without it such a sentence gets no reordering score, as
 // Moses2's LexicalReordering does for a pair missing from its table.
+// path= (Moses2's LexicalReordering key) puts Moses's reordering table beside the model in
+// this one feature: num-features is then twice the type's count, the table's scores first
+// (its weights come first), then the model's. That is the system of a LexicalReordering
+// feature beside an ExternalReordering one, score for score, with one reordering state
+// instead of two: each state costs about a third more decode time on 25-token sentences
+// (benchmarks/RESULTS.md, issue 29).
 #pragma once
 
 #include <stdint.h>
@@ -104,13 +110,12 @@ public:
   // Skipped for -show-weights (moses2 loads every feature for it), so that works offline.
   virtual void Load(System &system);
 
-  // No table: no ffData slot, nothing to do when a phrase table prunes.
+  // An ffData slot, filled from the table when a phrase table prunes, only with path=.
   virtual size_t HasPhraseTableInd() const {
-    return false;
+    return HasTable();
   }
   virtual void EvaluateAfterTablePruning(MemPool &pool, const TargetPhrases &tps,
-                                         const Phrase<Moses2::Word> &sourcePhrase) const {
-  }
+                                         const Phrase<Moses2::Word> &sourcePhrase) const;
 
   virtual FFState* BlankState(MemPool &pool, const System &sys) const;
   // Sends the sentence's one Score RPC (every option is known by now) and starts the
@@ -127,6 +132,14 @@ public:
   const LRModel &Configuration() const {
     return *m_configuration;
   }
+  // Whether path= put Moses's table beside the model; the scores of each block (the
+  // table's, then the model's).
+  bool HasTable() const {
+    return !m_path.empty();
+  }
+  size_t BlockSize() const {
+    return m_blockSize;
+  }
 
   // Our keys, removed from a feature line (LexicalReordering throws on unknown keys).
   // Returns the line without them; fills `found` (key -> value, every key) if given.
@@ -136,7 +149,13 @@ public:
 private:
   std::unique_ptr<SentenceRows> ScoreSentence(const ManagerBase &mgr) const;
 
+  // The table's full row of an option (NULL if the table lacks the pair), as Moses2's
+  // LexicalReordering finds it, kept whole whatever num-features says.
+  const SCORE *TableRow(MemPool &pool, const TargetPhraseImpl &targetPhrase,
+                        const Phrase<Moses2::Word> &sourcePhrase) const;
+
   reordering::FeatureOptions m_options;  // our keys of the feature line (feature_options.h)
+  size_t m_blockSize;           // scores of one block: the type's count
   uint64_t m_pinnedVersion;     // the version every sentence of this run is scored with
   std::vector<SCORE> m_defaultRow;  // ln(default-scores), full row; empty = none given
   std::unique_ptr<reordering::Client> m_client;

@@ -69,7 +69,7 @@ MOSES2 = _moses2()
 needs_moses2 = pytest.mark.skipif(
     MOSES2 is None, reason="needs a Moses build whose moses2 has ExternalReordering (moses_ff/install.sh "
                            "installs it, then rebuild): set MOSES_DIR to the Moses directory holding bin/moses2")
-
+MODEL = "hier-msd-bidirectional-fe"
 TYPES = ("wbe-msd-bidirectional-fe", "hier-msd-bidirectional-fe", "wbe-mslr-backward-f",
          "wbe-monotonicity-forward-fe", "hier-mslr-bidirectional-f")
 N_SENTENCES = 40
@@ -110,6 +110,9 @@ def system(ja_en_dir: Path, tmp_path_factory: pytest.TempPathFactory):
         cli("lexical", "--store", str(store), "--type", moses_type, "--out", str(work / f"{moses_type}.gz"))
         cli("train", "--family", "lexical", "--type", moses_type, "--store", str(store), "--heldout-fraction", "0",
             "--out", str(work / "repo" / moses_type / "1" / "model.mrw"))
+    # a classifier, whose scores are not the table's: the table beside it must stay its own block
+    cli("train", "--family", "svm", "--features", "S6", "--type", MODEL, "--store", str(store),
+        "--heldout-fraction", "0", "--threshold", "1", "--out", str(work / "repo" / "svm-S6" / "1" / "model.mrw"))
     src = work / "test.ja"
     src.write_text("".join(corpus["ja"].read_text(encoding="utf-8").splitlines(True)[:N_SENTENCES]), encoding="utf-8")
     lm = work / "lm.arpa"
@@ -196,6 +199,57 @@ def test_moses2_served_table_translates_exactly_like_moses2_lexical_reordering(s
     assert f": {N_SENTENCES} Score RPCs for {N_SENTENCES} sentences" in ext.stderr
 
 
+def best_scores(nbest: Path) -> list[tuple[str, list[float], float]]:
+    """Each sentence's best translation in a Moses n-best list (its first line; moses2 can
+    write more than N): its words, every feature score in the order written, its total."""
+    rows: dict[str, tuple[str, list[float], float]] = {}
+    for line in nbest.read_text(encoding="utf-8").splitlines():
+        fields = line.split(" ||| ")
+        scores = [float(t) for t in fields[2].split() if not t.endswith("=")]
+        rows.setdefault(fields[0], (fields[1].strip(), scores, float(fields[3])))
+    return list(rows.values())
+
+
+@needs_moses2
+def test_moses2_table_beside_the_model_in_one_feature_scores_like_two_features(system, server):
+    """path= puts Moses's table in the ExternalReordering feature as its first block of
+    scores: the same translations and feature scores as LexicalReordering beside
+    ExternalReordering, with one reordering state (issue 29: the second state cost 1.4x)."""
+    work, sys_, src = system
+    table = work / f"{MODEL}.moses2.gz"
+    if not table.is_file():
+        complete_table(work / f"{MODEL}.gz", table, src.read_text(encoding="utf-8").splitlines(),
+                       sys_.phrase_table, served_prior(server.address, MODEL))
+    w_table, w_model = [0.3, 0.1, 0.2, 0.25, 0.05, 0.15], [0.2, 0.3, 0.1, 0.05, 0.25, 0.1]
+
+    def run(name: str, lines: str, weights: dict[str, list[float]]) -> list[tuple[str, list[float], float]]:
+        nbest = work / f"{name}.nbest"
+        out = decode(MOSES2, sys_.ini(work / f"{name}.ini", lines, 12, weights), src,
+                     flags=("-n-best-list", str(nbest), "1"))
+        assert out.returncode == 0, out.stderr[-2000:]
+        return best_scores(nbest)
+
+    two = run("beside-two", lexical_line(MODEL, table) + "\n" +
+              external_line(MODEL, server.address, "svm-S6", name="ExternalReordering0"),
+              {"LexicalReordering0": w_table, "ExternalReordering0": w_model})
+    fused_line = external_line(MODEL, server.address, "svm-S6", name="ExternalReordering0", n=12,
+                               extra=f"path={table}")
+    one = run("beside-one", fused_line, {"ExternalReordering0": w_table + w_model})
+    assert len(two) == N_SENTENCES
+    assert [t for t, _, _ in one] == [t for t, _, _ in two]
+    for (_, a, total_a), (_, b, total_b) in zip(one, two):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-5)
+        assert total_a == pytest.approx(total_b, rel=1e-5, abs=1e-5)
+    # the blocks are the table's then the model's: weights swapped, other scores
+    swapped = run("beside-swapped", fused_line, {"ExternalReordering0": w_model + w_table})
+    assert [s for _, s, _ in swapped] != [s for _, s, _ in one]
+    # num-features must count both blocks
+    wrong = decode(MOSES2, sys_.ini(work / "beside-wrong.ini", fused_line.replace("num-features=12", "num-features=6"),
+                                    6, {"ExternalReordering0": w_table}), src)
+    assert wrong.returncode != 0
+    assert "has 6 scores, twice that with the table of path=, but num-features=6" in wrong.stderr
+
+
 @needs_moses2
 def test_moses2_two_threads_translate_like_one(system, server):
     work, sys_, src = system
@@ -229,8 +283,6 @@ def test_moses2_refuses_a_served_model_of_another_schema_and_a_missing_server_bu
     assert weights.returncode == 0, weights.stderr[-2000:]
     assert "LexicalReordering0= 0.3 0.3 0.3 0.3 0.3 0.3" in weights.lines
 
-
-MODEL = "hier-msd-bidirectional-fe"
 
 
 @pytest.fixture(scope="module")

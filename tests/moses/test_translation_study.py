@@ -96,6 +96,24 @@ def test_beside_the_table_keeps_the_table_and_adds_its_own_weights(study):
     assert weights["ExternalReordering0"] == weights["LexicalReordering0"] and len(weights["LexicalReordering0"]) == 6
 
 
+def test_with_moses2_the_table_beside_the_model_is_one_feature_weighted_table_first(study, tmp_path):
+    study.decoder = "moses2"
+    table = next(l for l in ini(study, "lexical-dl12")["feature"] if l.startswith("LexicalReordering "))
+    one = ini(study, "svm-S6+lexical-dl12")
+    reordering = [l for l in one["feature"] if "Reordering" in l]
+    assert len(reordering) == 1
+    assert reordering[0].startswith("ExternalReordering name=ExternalReordering0 num-features=12")
+    assert f" path={table.split('path=')[1].split()[0]}" in reordering[0]
+    weights = {l.split("=")[0]: l.split("=")[1].split() for l in one["weight"]}
+    assert "LexicalReordering0" not in weights
+    assert weights["ExternalReordering0"][:6] == weights["ExternalReordering0"][6:]
+    # a run tuned as two features decodes as one, the table's weights first
+    tuned = tmp_path / "tuned.ini"
+    tuned.write_text("[weight]\nLM0= 0.5\nLexicalReordering0= 1 2 3 4 5 6\nExternalReordering0= 7 8 9 10 11 12\n")
+    decoded = study_mod.read_ini(study.system_ini(study_mod.SYSTEMS["svm-S6+lexical-dl12"], "dev", weights_from=tuned))
+    assert decoded["weight"] == ["LM0= 0.5", "ExternalReordering0= 1 2 3 4 5 6 7 8 9 10 11 12"]
+
+
 def test_plan_runs_held_out_decodes_after_their_tuning_runs():
     jobs = study_mod.plan("svm-S6")
     keys = [j.key for j in jobs]

@@ -1,0 +1,131 @@
+"""What a classifier beside Moses's table costs the decoder, and what one feature saves
+(issue 29): moses2 decodes of the same test sentences, alternating, with
+
+  lexical      Moses2's LexicalReordering alone, a tuned run's weights;
+  table twice  the same table as two LexicalReordering features, each with half the weights
+               (the same scores and translations: only the second reordering state differs);
+  two          the table's LexicalReordering beside ExternalReordering (the served model),
+               a beside run's tuned weights, as translation.py decoded it before path=;
+  one          ExternalReordering with path=, the table's scores and the model's in one
+               feature and one state: the same weights, the table's first.
+
+Prints each configuration's decode wall per sentence (Moses2's "Decoding took" minus its
+"Loaded" clock: the table is read once per feature, so loading is apart; the median over
+rounds), its ratio to `lexical` in the same round, and whether its translations
+equal those of the configuration it must reproduce (table twice = lexical, one = two).
+
+    python benchmarks/beside_cost.py --moses /work/moses/inst --work /work/mt/ja-en-kyoto \
+        --lexical-run lexical-dl12/pro1 --beside-run svm-S6+lexical-dl12/pro1 --model svm-S6 \
+        --sentences 100 --rounds 2
+
+WORK is translation.py's work directory for the corpus (filtered test tables, the runs'
+tuned.ini, WORK/models); the server is started here on a free loopback port.
+What it must not do: tune, or build tables or models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+from pathlib import Path
+
+from moses_system import Server, decode, load_seconds
+from translation import beside_as_one_weights, read_ini, write_ini
+
+DECODING = re.compile(r"Decoding took ([0-9.]+)")
+
+
+def weights(path: Path) -> dict[str, list[str]]:
+    return {line.split("=", 1)[0].strip(): line.split("=", 1)[1].split() for line in read_ini(path)["weight"]}
+
+
+def variant(base: dict[str, list[str]], features: list[str], weight_lines: list[str], out: Path) -> Path:
+    """BASE (a decoded run's test ini) with its reordering features and [weight] replaced."""
+    sections = {k: list(v) for k, v in base.items()}
+    kept = [line for line in sections["feature"] if not line.startswith("LexicalReordering ")]
+    sections["feature"] = kept + features
+    sections["weight"] = weight_lines
+    sections.pop("weight-file", None)
+    write_ini(out, sections)
+    return out
+
+
+def inis(work: Path, lexical_run: str, beside_run: str | None, model: str, server: str, out: Path
+         ) -> dict[str, Path]:
+    """The four configurations' inis, from the Lexical run's test ini (filtered test tables)."""
+    base = read_ini(work / "runs" / lexical_run / "test.ini")
+    table = next(line for line in base["feature"] if line.startswith("LexicalReordering "))
+    tuned = weights(work / "runs" / lexical_run / "tuned.ini")
+    plain = [f"{k}= {' '.join(v)}" for k, v in tuned.items() if k != "LexicalReordering0"]
+    half = " ".join(repr(float(w) / 2) for w in tuned["LexicalReordering0"])
+    found = {
+        "lexical": variant(base, [table], plain + [f"LexicalReordering0= {' '.join(tuned['LexicalReordering0'])}"],
+                           out / "lexical.ini"),
+        "table twice": variant(base, [table, table.replace("name=LexicalReordering0", "name=LexicalReordering1")],
+                               plain + [f"LexicalReordering0= {half}", f"LexicalReordering1= {half}"],
+                               out / "twice.ini"),
+    }
+    if beside_run:
+        moses_type = next(kv.split("=", 1)[1] for kv in table.split() if kv.startswith("type="))
+        path = next(kv.split("=", 1)[1] for kv in table.split() if kv.startswith("path="))
+        external = (f"ExternalReordering name=ExternalReordering0 num-features=6 type={moses_type} "
+                    f"input-factor=0 output-factor=0 server={server} model={model} version=1")
+        beside = [f"{k}= {' '.join(v)}" for k, v in weights(work / "runs" / beside_run / "tuned.ini").items()]
+        found["two"] = variant(base, [table, external], beside, out / "two.ini")
+        found["one"] = variant(base, [external.replace("num-features=6", "num-features=12") + f" path={path}"],
+                               beside_as_one_weights(beside), out / "one.ini")
+    return found
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--moses", type=Path, required=True, help="Moses install with bin/moses2 (ExternalReordering)")
+    ap.add_argument("--work", type=Path, required=True, help="translation.py's work directory")
+    ap.add_argument("--lexical-run", required=True, help="SYSTEM/RUN under WORK/runs, decoded (test.ini)")
+    ap.add_argument("--beside-run", help="SYSTEM/RUN of the table beside a model (its tuned.ini)")
+    ap.add_argument("--model", default="svm-S6", help="the served model of --beside-run")
+    ap.add_argument("--sentences", type=int, default=100, help="first N test sentences")
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+
+    out = a.work / "beside-cost"
+    out.mkdir(parents=True, exist_ok=True)
+    src = out / f"test.{a.sentences}.ja"
+    lines = (a.work / "corpus" / "test.ja").read_text(encoding="utf-8").splitlines()[:a.sentences]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    server = Server(a.work / "models", log=out / "serve.log").start() if a.beside_run else None
+    try:
+        configs = inis(a.work, a.lexical_run, a.beside_run, a.model, server.address if server else "", out)
+        seconds: dict[str, list[float]] = {name: [] for name in configs}
+        ratios: dict[str, list[float]] = {name: [] for name in configs}
+        outputs: dict[str, list[str]] = {}
+        for r in range(a.rounds):
+            for name, ini in configs.items():
+                run = decode(a.moses / "bin" / "moses2", ini, src, threads=1, timeout=6 * 3600)
+                if run.returncode != 0:
+                    sys.exit(f"{name}: moses2 failed: {run.stderr[-2000:]}")
+                loaded = load_seconds(run.stderr)
+                took = float(DECODING.findall(run.stderr)[-1]) - loaded
+                seconds[name].append(took / a.sentences)
+                ratios[name].append(took / a.sentences / seconds["lexical"][-1])
+                outputs.setdefault(name, run.lines)
+                print(f"round {r + 1}: {name}: {took / a.sentences:.3f} s/sent (loading {loaded:.0f} s)", flush=True)
+    finally:
+        if server:
+            server.stop()
+    same = {"table twice": "lexical", "one": "two"}
+    print(f"\n{a.sentences} test sentences, moses2 -threads 1, {a.rounds} rounds, alternating\n")
+    print("| configuration | s/sent (median) | x lexical (median of same-round ratios) | translations |")
+    print("|---|---|---|---|")
+    for name in configs:
+        ref = same.get(name)
+        check = "" if ref is None else ("identical to " + ref if outputs[name] == outputs[ref]
+                                         else f"{sum(x != y for x, y in zip(outputs[name], outputs[ref]))} differ from {ref}")
+        print(f"| {name} | {statistics.median(seconds[name]):.3f} | {statistics.median(ratios[name]):.2f} | {check} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
