@@ -15,11 +15,14 @@ rounds), its ratio to `lexical` in the same round, and whether its translations
 equal those of the configuration it must reproduce (table twice = lexical, one = two).
 
     python benchmarks/beside_cost.py --moses /work/moses/inst --work /work/mt/ja-en-kyoto \
-        --lexical-run lexical-dl12/pro1 --beside-run svm-S6+lexical-dl12/pro1 --model svm-S6 \
+        --lexical-run lexical-dl12/pro1 --model svm-S6 \
+        --beside-weights benchmarks/translation-runs/ja-en-kyoto-47a432445d96-heldout0/svm-S6+lexical-dl12/mert1/tuned.ini \
         --sentences 100 --rounds 2
 
-WORK is translation.py's work directory for the corpus (filtered test tables, the runs'
-tuned.ini, WORK/models); the server is started here on a free loopback port.
+WORK is translation.py's work directory for the corpus (filtered test tables, the Lexical
+run's test.ini and tuned.ini, WORK/models); --beside-weights is a beside run's tuned.ini
+(two features, as translation.py records it); the server is started here on a free
+loopback port.
 What it must not do: tune, or build tables or models.
 """
 
@@ -52,7 +55,7 @@ def variant(base: dict[str, list[str]], features: list[str], weight_lines: list[
     return out
 
 
-def inis(work: Path, lexical_run: str, beside_run: str | None, model: str, server: str, out: Path
+def inis(work: Path, lexical_run: str, beside_weights: Path | None, model: str, server: str, out: Path
          ) -> dict[str, Path]:
     """The four configurations' inis, from the Lexical run's test ini (filtered test tables)."""
     base = read_ini(work / "runs" / lexical_run / "test.ini")
@@ -67,12 +70,12 @@ def inis(work: Path, lexical_run: str, beside_run: str | None, model: str, serve
                                plain + [f"LexicalReordering0= {half}", f"LexicalReordering1= {half}"],
                                out / "twice.ini"),
     }
-    if beside_run:
+    if beside_weights:
         moses_type = next(kv.split("=", 1)[1] for kv in table.split() if kv.startswith("type="))
         path = next(kv.split("=", 1)[1] for kv in table.split() if kv.startswith("path="))
         external = (f"ExternalReordering name=ExternalReordering0 num-features=6 type={moses_type} "
                     f"input-factor=0 output-factor=0 server={server} model={model} version=1")
-        beside = [f"{k}= {' '.join(v)}" for k, v in weights(work / "runs" / beside_run / "tuned.ini").items()]
+        beside = [f"{k}= {' '.join(v)}" for k, v in weights(beside_weights).items()]
         found["two"] = variant(base, [table, external], beside, out / "two.ini")
         found["one"] = variant(base, [external.replace("num-features=6", "num-features=12") + f" path={path}"],
                                beside_as_one_weights(beside), out / "one.ini")
@@ -84,8 +87,8 @@ def main() -> int:
     ap.add_argument("--moses", type=Path, required=True, help="Moses install with bin/moses2 (ExternalReordering)")
     ap.add_argument("--work", type=Path, required=True, help="translation.py's work directory")
     ap.add_argument("--lexical-run", required=True, help="SYSTEM/RUN under WORK/runs, decoded (test.ini)")
-    ap.add_argument("--beside-run", help="SYSTEM/RUN of the table beside a model (its tuned.ini)")
-    ap.add_argument("--model", default="svm-S6", help="the served model of --beside-run")
+    ap.add_argument("--beside-weights", type=Path, help="tuned.ini of the table beside a model (two features)")
+    ap.add_argument("--model", default="svm-S6", help="the served model of --beside-weights")
     ap.add_argument("--sentences", type=int, default=100, help="first N test sentences")
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
@@ -95,9 +98,9 @@ def main() -> int:
     src = out / f"test.{a.sentences}.ja"
     lines = (a.work / "corpus" / "test.ja").read_text(encoding="utf-8").splitlines()[:a.sentences]
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    server = Server(a.work / "models", log=out / "serve.log").start() if a.beside_run else None
+    server = Server(a.work / "models", log=out / "serve.log").start() if a.beside_weights else None
     try:
-        configs = inis(a.work, a.lexical_run, a.beside_run, a.model, server.address if server else "", out)
+        configs = inis(a.work, a.lexical_run, a.beside_weights, a.model, server.address if server else "", out)
         seconds: dict[str, list[float]] = {name: [] for name in configs}
         ratios: dict[str, list[float]] = {name: [] for name in configs}
         outputs: dict[str, list[str]] = {}

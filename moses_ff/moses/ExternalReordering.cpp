@@ -54,6 +54,10 @@ ExternalReordering::ExternalReordering(const string &line)
   StripServiceKeys(line, &args);
   string why;
   UTIL_THROW_IF2(!m_options.Parse(args, &why), GetScoreProducerDescription() << ": " << why);
+  for (size_t i = 0; i < args.size(); ++i)
+    UTIL_THROW_IF2(args[i].first == "path", GetScoreProducerDescription()
+                   << ": path= (the table beside the model in one feature) is Moses2's only; in moses "
+                   "keep the table as its own LexicalReordering line");
   // With no row, LRState adds default-scores if given, else nothing: a failed sentence
   // gets exactly that row, so it is not retried once per hypothesis. Rows are full
   // (classes x directions) even with collapseff, where Moses has fewer scores than

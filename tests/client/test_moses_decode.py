@@ -170,6 +170,14 @@ def test_a_served_model_of_another_schema_is_refused(system, server):
     assert "is wbe-msd-bidirectional-fe" in run.stderr
 
 
+def test_moses_refuses_the_table_in_the_feature_which_only_moses2_reads(system, server):
+    work, sys_, src = system
+    line = external_line(MODEL, server.address, "svm-S6", n=12, extra=f"path={work / f'{MODEL}.gz'}")
+    run = decode(MOSES, ini(sys_, work / "path-v1.ini", line, 12), src)
+    assert run.returncode != 0
+    assert "path= (the table beside the model in one feature) is Moses2's only" in run.stderr
+
+
 # No collapseff case: Moses2's LexicalReordering keeps only num-features (2) values of a
 # table row and then reads row[offset + orientation] past them (moses2/FF/LexicalReordering,
 # EvaluateAfterTablePruning and LRState::CopyScores), so it has nothing exact to compare
