@@ -9,20 +9,24 @@
   one          ExternalReordering with path=, the table's scores and the model's in one
                feature and one state: the same weights, the table's first.
 
-Prints each configuration's decode wall per sentence (Moses2's "Decoding took" minus its
-"Loaded" clock: the table is read once per feature, so loading is apart; the median over
-rounds), its ratio to `lexical` in the same round, and whether its translations
-equal those of the configuration it must reproduce (table twice = lexical, one = two).
+Prints each configuration's decode time per sentence, the median over rounds, as wall
+(Moses2's "Decoding took" minus its "Loaded" clock: the table is read once per feature, so
+loading is apart) and as CPU (the decode's CPU time minus that of loading the same ini with
+no input: on a loaded machine the wall follows the load, the CPU much less); its ratio to
+`lexical` (the median of same-round ratios); and whether its translations equal those of
+the configuration it must reproduce (table twice = lexical, one = two).
 
     python benchmarks/beside_cost.py --moses /work/moses/inst --work /work/mt/ja-en-kyoto \
         --lexical-run lexical-dl12/pro1 --model svm-S6 \
-        --beside-weights benchmarks/translation-runs/ja-en-kyoto-47a432445d96-heldout0/svm-S6+lexical-dl12/mert1/tuned.ini \
+        --beside-weights benchmarks/translation-runs/ja-en-kyoto-47a432445d96-heldout0/svm-S6+lexical-dl12/mert1/weights.ini \
         --sentences 100 --rounds 2
 
 WORK is translation.py's work directory for the corpus (filtered test tables, the Lexical
-run's test.ini and tuned.ini, WORK/models); --beside-weights is a beside run's tuned.ini
-(two features, as translation.py records it); the server is started here on a free
-loopback port.
+run's test.ini and tuned.ini, WORK/models). The phrase and reordering tables are filtered
+again to the N sentences (WORK/beside-cost), so that a decode loads in seconds and in little
+memory beside running tuning jobs. --beside-weights holds the tuned weights of the table
+beside a model as two features (a run's tuned.ini, or the record's weights.ini); the server
+is started here on a free loopback port.
 What it must not do: tune, or build tables or models.
 """
 
@@ -34,7 +38,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from moses_system import Server, decode, load_seconds
+from moses_system import Server, decode, filter_table, load_seconds, source_ngrams
 from translation import beside_as_one_weights, read_ini, write_ini
 
 DECODING = re.compile(r"Decoding took ([0-9.]+)")
@@ -55,12 +59,31 @@ def variant(base: dict[str, list[str]], features: list[str], weight_lines: list[
     return out
 
 
-def inis(work: Path, lexical_run: str, beside_weights: Path | None, model: str, server: str, out: Path
-         ) -> dict[str, Path]:
-    """The four configurations' inis, from the Lexical run's test ini (filtered test tables)."""
+def with_path(line: str, path: Path) -> str:
+    return " ".join(f"path={path}" if kv.startswith("path=") else kv for kv in line.split())
+
+
+def table_path(line: str) -> Path:
+    return Path(next(kv.split("=", 1)[1] for kv in line.split() if kv.startswith("path=")))
+
+
+def filtered_base(work: Path, lexical_run: str, lines: list[str], out: Path) -> dict[str, list[str]]:
+    """The Lexical run's test ini with its phrase and reordering tables filtered to LINES."""
     base = read_ini(work / "runs" / lexical_run / "test.ini")
+    grams = source_ngrams(lines)
+    for i, line in enumerate(base["feature"]):
+        if line.startswith(("PhraseDictionaryMemory ", "LexicalReordering ")):
+            dst = out / f"{line.split()[0]}.{len(lines)}.gz"
+            filter_table(table_path(line), dst, grams)
+            base["feature"][i] = with_path(line, dst)
+    return base
+
+
+def inis(base: dict[str, list[str]], tuned_ini: Path, beside_weights: Path | None, model: str, server: str,
+         out: Path) -> dict[str, Path]:
+    """The four configurations' inis, from BASE (a Lexical run's test ini) and weights."""
     table = next(line for line in base["feature"] if line.startswith("LexicalReordering "))
-    tuned = weights(work / "runs" / lexical_run / "tuned.ini")
+    tuned = weights(tuned_ini)
     plain = [f"{k}= {' '.join(v)}" for k, v in tuned.items() if k != "LexicalReordering0"]
     half = " ".join(repr(float(w) / 2) for w in tuned["LexicalReordering0"])
     found = {
@@ -72,7 +95,7 @@ def inis(work: Path, lexical_run: str, beside_weights: Path | None, model: str, 
     }
     if beside_weights:
         moses_type = next(kv.split("=", 1)[1] for kv in table.split() if kv.startswith("type="))
-        path = next(kv.split("=", 1)[1] for kv in table.split() if kv.startswith("path="))
+        path = table_path(table)
         external = (f"ExternalReordering name=ExternalReordering0 num-features=6 type={moses_type} "
                     f"input-factor=0 output-factor=0 server={server} model={model} version=1")
         beside = [f"{k}= {' '.join(v)}" for k, v in weights(beside_weights).items()]
@@ -87,7 +110,8 @@ def main() -> int:
     ap.add_argument("--moses", type=Path, required=True, help="Moses install with bin/moses2 (ExternalReordering)")
     ap.add_argument("--work", type=Path, required=True, help="translation.py's work directory")
     ap.add_argument("--lexical-run", required=True, help="SYSTEM/RUN under WORK/runs, decoded (test.ini)")
-    ap.add_argument("--beside-weights", type=Path, help="tuned.ini of the table beside a model (two features)")
+    ap.add_argument("--beside-weights", type=Path,
+                    help="the table beside a model, tuned as two features: tuned.ini, or the record's weights.ini")
     ap.add_argument("--model", default="svm-S6", help="the served model of --beside-weights")
     ap.add_argument("--sentences", type=int, default=100, help="first N test sentences")
     ap.add_argument("--rounds", type=int, default=2)
@@ -100,33 +124,45 @@ def main() -> int:
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     server = Server(a.work / "models", log=out / "serve.log").start() if a.beside_weights else None
     try:
-        configs = inis(a.work, a.lexical_run, a.beside_weights, a.model, server.address if server else "", out)
-        seconds: dict[str, list[float]] = {name: [] for name in configs}
-        ratios: dict[str, list[float]] = {name: [] for name in configs}
+        base = filtered_base(a.work, a.lexical_run, lines, out)
+        configs = inis(base, a.work / "runs" / a.lexical_run / "tuned.ini", a.beside_weights, a.model,
+                       server.address if server else "", out)
+        empty = out / "empty.ja"
+        empty.write_text("", encoding="utf-8")
+        figures: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in configs}
         outputs: dict[str, list[str]] = {}
         for r in range(a.rounds):
             for name, ini in configs.items():
                 run = decode(a.moses / "bin" / "moses2", ini, src, threads=1, timeout=6 * 3600)
-                if run.returncode != 0:
-                    sys.exit(f"{name}: moses2 failed: {run.stderr[-2000:]}")
+                idle = decode(a.moses / "bin" / "moses2", ini, empty, threads=1, timeout=3600)  # loading alone
+                if run.returncode != 0 or idle.returncode != 0:
+                    sys.exit(f"{name}: moses2 failed: {(run.stderr + idle.stderr)[-2000:]}")
                 loaded = load_seconds(run.stderr)
-                took = float(DECODING.findall(run.stderr)[-1]) - loaded
-                seconds[name].append(took / a.sentences)
-                ratios[name].append(took / a.sentences / seconds["lexical"][-1])
+                wall = (float(DECODING.findall(run.stderr)[-1]) - loaded) / a.sentences
+                cpu = (run.cpu_seconds - idle.cpu_seconds) / a.sentences
+                figures[name]["wall"].append(wall)
+                figures[name]["cpu"].append(cpu)
                 outputs.setdefault(name, run.lines)
-                print(f"round {r + 1}: {name}: {took / a.sentences:.3f} s/sent (loading {loaded:.0f} s)", flush=True)
+                print(f"round {r + 1}: {name}: {wall:.3f} s/sent wall, {cpu:.3f} CPU s/sent "
+                      f"(loading {loaded:.0f} s)", flush=True)
     finally:
         if server:
             server.stop()
     same = {"table twice": "lexical", "one": "two"}
-    print(f"\n{a.sentences} test sentences, moses2 -threads 1, {a.rounds} rounds, alternating\n")
-    print("| configuration | s/sent (median) | x lexical (median of same-round ratios) | translations |")
-    print("|---|---|---|---|")
+    print(f"\n{a.sentences} test sentences, moses2 -threads 1, {a.rounds} rounds, alternating; CPU = the "
+          "decode's CPU time minus that of loading the same ini with no input\n")
+    print("| configuration | wall s/sent | x lexical | CPU s/sent | x lexical | translations |")
+    print("|---|---|---|---|---|---|")
+
+    def ratio(name: str, kind: str) -> float:  # the median of same-round ratios
+        return statistics.median(x / y for x, y in zip(figures[name][kind], figures["lexical"][kind]))
+
     for name in configs:
         ref = same.get(name)
         check = "" if ref is None else ("identical to " + ref if outputs[name] == outputs[ref]
                                          else f"{sum(x != y for x, y in zip(outputs[name], outputs[ref]))} differ from {ref}")
-        print(f"| {name} | {statistics.median(seconds[name]):.3f} | {statistics.median(ratios[name]):.2f} | {check} |")
+        print(f"| {name} | {statistics.median(figures[name]['wall']):.3f} | {ratio(name, 'wall'):.2f} | "
+              f"{statistics.median(figures[name]['cpu']):.3f} | {ratio(name, 'cpu'):.2f} | {check} |")
     return 0
 
 

@@ -53,13 +53,15 @@ def source_ngrams(lines: list[str], max_len: int = MAX_PHRASE) -> set[str]:
 
 
 def filter_table(src: Path, dst: Path, grams: set[str]) -> int:
-    """Rows of a phrase or reordering table whose source phrase occurs in `grams`."""
+    """Rows of a phrase or reordering table (gzipped or not) whose source phrase occurs in
+    `grams`, written gzipped to DST."""
     if dst.is_file():
         with gzip.open(dst, "rt", encoding="utf-8") as f:
             return sum(1 for _ in f)
     tmp = dst.with_name(dst.name + ".tmp")
     kept = 0
-    with gzip.open(src, "rt", encoding="utf-8") as fin, gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as fout:
+    opener = gzip.open if src.suffix == ".gz" else open
+    with opener(src, "rt", encoding="utf-8") as fin, gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as fout:
         for line in fin:
             if line[:line.index(" |||")] in grams:
                 fout.write(line)
