@@ -38,14 +38,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from moses_system import Server, decode, filter_table, load_seconds, source_ngrams
-from translation import beside_as_one_weights, read_ini, write_ini
+from moses_system import Server, decode, external_line, filter_table, load_seconds, source_ngrams
+from translation import beside_as_one_weights, feature_value, read_ini, weight_values, write_ini
 
 DECODING = re.compile(r"Decoding took ([0-9.]+)")
-
-
-def weights(path: Path) -> dict[str, list[str]]:
-    return {line.split("=", 1)[0].strip(): line.split("=", 1)[1].split() for line in read_ini(path)["weight"]}
 
 
 def variant(base: dict[str, list[str]], features: list[str], weight_lines: list[str], out: Path) -> Path:
@@ -63,10 +59,6 @@ def with_path(line: str, path: Path) -> str:
     return " ".join(f"path={path}" if kv.startswith("path=") else kv for kv in line.split())
 
 
-def table_path(line: str) -> Path:
-    return Path(next(kv.split("=", 1)[1] for kv in line.split() if kv.startswith("path=")))
-
-
 def filtered_base(work: Path, lexical_run: str, lines: list[str], out: Path) -> dict[str, list[str]]:
     """The Lexical run's test ini with its phrase and reordering tables filtered to LINES."""
     base = read_ini(work / "runs" / lexical_run / "test.ini")
@@ -74,7 +66,7 @@ def filtered_base(work: Path, lexical_run: str, lines: list[str], out: Path) -> 
     for i, line in enumerate(base["feature"]):
         if line.startswith(("PhraseDictionaryMemory ", "LexicalReordering ")):
             dst = out / f"{line.split()[0]}.{len(lines)}.gz"
-            filter_table(table_path(line), dst, grams)
+            filter_table(Path(feature_value(line, "path")), dst, grams)
             base["feature"][i] = with_path(line, dst)
     return base
 
@@ -83,7 +75,7 @@ def inis(base: dict[str, list[str]], tuned_ini: Path, beside_weights: Path | Non
          out: Path) -> dict[str, Path]:
     """The four configurations' inis, from BASE (a Lexical run's test ini) and weights."""
     table = next(line for line in base["feature"] if line.startswith("LexicalReordering "))
-    tuned = weights(tuned_ini)
+    tuned = weight_values(read_ini(tuned_ini)["weight"])
     plain = [f"{k}= {' '.join(v)}" for k, v in tuned.items() if k != "LexicalReordering0"]
     half = " ".join(repr(float(w) / 2) for w in tuned["LexicalReordering0"])
     found = {
@@ -94,14 +86,13 @@ def inis(base: dict[str, list[str]], tuned_ini: Path, beside_weights: Path | Non
                                out / "twice.ini"),
     }
     if beside_weights:
-        moses_type = next(kv.split("=", 1)[1] for kv in table.split() if kv.startswith("type="))
-        path = table_path(table)
-        external = (f"ExternalReordering name=ExternalReordering0 num-features=6 type={moses_type} "
-                    f"input-factor=0 output-factor=0 server={server} model={model} version=1")
-        beside = [f"{k}= {' '.join(v)}" for k, v in weights(beside_weights).items()]
+        moses_type = feature_value(table, "type")
+        beside = read_ini(beside_weights)["weight"]
+        external = external_line(moses_type, server, model, name="ExternalReordering0", extra="version=1")
+        one = external_line(moses_type, server, model, name="ExternalReordering0", n=12,
+                            extra=f"version=1 path={feature_value(table, 'path')}")
         found["two"] = variant(base, [table, external], beside, out / "two.ini")
-        found["one"] = variant(base, [external.replace("num-features=6", "num-features=12") + f" path={path}"],
-                               beside_as_one_weights(beside), out / "one.ini")
+        found["one"] = variant(base, [one], beside_as_one_weights(beside), out / "one.ini")
     return found
 
 

@@ -811,7 +811,7 @@ class Study:
             del features[idx]
             sections["weight"] = [l for l in sections["weight"] if not l.startswith("LexicalReordering0=")]
         elif system.with_lexical and self.beside_as_one:
-            table = next(kv.split("=", 1)[1] for kv in features[idx].split() if kv.startswith("path="))
+            table = feature_value(features[idx], "path")
             features[idx] = self.reordering_line(system, features[idx], name="ExternalReordering0", table=table)
             sections["weight"] = beside_as_one_weights(sections["weight"], table_twice=True)
         elif system.with_lexical:
@@ -1308,12 +1308,22 @@ def read_ini(path: Path) -> dict[str, list[str]]:
     return sections
 
 
+def feature_value(line: str, key: str) -> str:
+    """The value of KEY= on a [feature] line."""
+    return next(kv.split("=", 1)[1] for kv in line.split() if kv.startswith(f"{key}="))
+
+
+def weight_values(lines: list[str]) -> dict[str, list[str]]:
+    """[weight] lines by feature name: `Name= w1 w2 ...` -> {Name: [w1, w2, ...]}."""
+    return {line.split("=", 1)[0].strip(): line.split("=", 1)[1].split() for line in lines}
+
+
 def beside_as_one_weights(lines: list[str], table_twice: bool = False) -> list[str]:
     """[weight] lines of the table beside a model as Moses2's one ExternalReordering0 weighs
     them: LexicalReordering0's weights, then ExternalReordering0's (or, with TABLE_TWICE, the
     table's again: the untuned start, as for two features). Lines already in that form are
     kept."""
-    weights = {line.split("=", 1)[0].strip(): line.split("=", 1)[1].split() for line in lines}
+    weights = weight_values(lines)
     if "LexicalReordering0" not in weights:
         return lines
     table = weights["LexicalReordering0"]
