@@ -785,14 +785,15 @@ class Study:
                         table: str | None = None) -> str | None:
         """The reordering [feature] line of a system, from the filtered ini's table line;
         with TABLE, the table's scores in the same feature, before the model's."""
+        from benchmarks.moses_system import external_line
+
         if system.kind == "none":
             return None
         if system.kind == "lexical":
             line = table_line
         else:
-            line = (f"ExternalReordering name={name} num-features={12 if table else 6} type={MOSES_TYPE} "
-                    f"input-factor=0 output-factor=0 server={self.address} model={model_name(system)} "
-                    f"version=1" + (f" path={table}" if table else ""))
+            line = external_line(MOSES_TYPE, self.address, model_name(system), name=name, n=12 if table else None,
+                                 extra="version=1" + (f" path={table}" if table else ""))
         if system.sparse:
             src, tgt = self.sparse_lists()
             line += (f" sparse-words-source-top{SPARSE_TOP_WORDS}={src}"
