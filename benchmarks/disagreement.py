@@ -145,6 +145,15 @@ def moses_check(scored: dict, moses_table: Path) -> dict:
             "max_relative_difference": diff}
 
 
+def prior_log_loss(slice_summary: dict) -> float:
+    """The log-loss of a model that knows only how often each gold class occurs in the slice
+    (the entropy of its class shares): the point from which the table's and the model's gains
+    are measured, so a model's lead can be read as a share of what the table itself adds."""
+    n = np.array([r["n"] for r in slice_summary["classes"].values()], dtype=np.float64)
+    share = n[n > 0] / n.sum()
+    return float(-(share * np.log(share)).sum())
+
+
 def summary(y: np.ndarray, p_table: np.ndarray, p_model: np.ndarray, classes: tuple[str, ...]) -> dict:
     """Per gold class and overall: support, recalls, disagreements and who is right in
     them, mean probability of the gold class and log-loss, for one direction and slice."""

@@ -1105,11 +1105,16 @@ def classify(study: Study, models: list[str]) -> str:
 
 def classify_summary(study: Study, models: list[str]) -> str:
     """Accuracy and log-loss of the table and each model, per direction, on all test pairs and
-    on the pairs the decoder can score; with each model's size and training cost."""
+    on the pairs the decoder can score; with each model's size and training cost. The class
+    prior's log-loss is where both start: the model's gain below the table, as a share of the
+    table's own gain below the prior, says how much of what the table adds in BLEU a model can
+    hope to add again (issue 29: a quarter on Kyoto's decodable pairs)."""
+    from benchmarks.disagreement import prior_log_loss
     from training.modelfile.model import load_model
 
     lines = ["| model | features kept | train wall s | train CPU s | peak MB | direction | pairs | n | "
-             "accuracy table | accuracy model | log-loss table | log-loss model |", "|---" * 12 + "|"]
+             "accuracy table | accuracy model | log-loss class prior | log-loss table | log-loss model | "
+             "model's gain / table's gain |", "|---" * 14 + "|"]
     for name in models:
         path = study.work / "classify" / f"{name}.json"
         if not path.is_file():
@@ -1120,11 +1125,13 @@ def classify_summary(study: Study, models: list[str]) -> str:
         for d, slices in report["directions"].items():
             for slice_name, label in (("all", "all"), ("seen", "decodable (seen)")):
                 r = slices[slice_name]["all"]
+                prior = prior_log_loss(slices[slice_name])
+                gain = (r["table_log_loss"] - r["model_log_loss"]) / (prior - r["table_log_loss"])
                 lines.append(f"| {SYSTEMS[name].label.removeprefix('External ')} | {size} | "
                              f"{took.get('wall_seconds', '')} | {took.get('cpu_seconds', '')} | "
                              f"{took.get('peak_mb', '')} | {d} | {label} | {r['n']:,} | "
                              f"{100 * r['table_recall']:.1f} | {100 * r['model_recall']:.1f} | "
-                             f"{r['table_log_loss']:.3f} | {r['model_log_loss']:.3f} |")
+                             f"{prior:.3f} | {r['table_log_loss']:.3f} | {r['model_log_loss']:.3f} | {gain:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -115,6 +115,21 @@ def test_counts_add_up_and_recalls_match_a_direct_computation(setup):
         assert slices["phrase-table"]["all"] == slices["seen"]["all"]
 
 
+def test_prior_log_loss_is_that_of_predicting_the_class_shares(setup):
+    """The reference point of issue 29's analysis: a constant prediction of the slice's class
+    shares scores exactly prior_log_loss, and both real models score below it on seen pairs."""
+    report, store_path, *_ = setup
+    y = ExampleStore.open(store_path).load_labels(COLUMNS["backward"]).astype(np.int64)
+    shares = np.bincount(y, minlength=3) / y.size
+    constant = np.tile(shares, (y.size, 1))
+    direct = disagreement.summary(y, constant, constant, ("mono", "swap", "disc"))
+    all_pairs = report["directions"]["backward"]["all"]
+    assert disagreement.prior_log_loss(all_pairs) == pytest.approx(direct["all"]["model_log_loss"], rel=1e-9)
+    seen = report["directions"]["backward"]["seen"]
+    assert seen["all"]["table_log_loss"] < disagreement.prior_log_loss(seen)
+    assert seen["all"]["model_log_loss"] < disagreement.prior_log_loss(seen)
+
+
 def test_markdown_has_a_row_per_direction_slice_and_class(setup):
     report, *_ = setup
     text = disagreement.markdown(report)
