@@ -1204,7 +1204,9 @@ JUMP_BUCKETS = ((0, 6), (7, 12), (13, 20), (21, 10 ** 9))
 def breakdown(study: Study, runs: list[str]) -> str:
     """Issue 29 step 5: the test BLEU of finished runs (SYSTEM:METHODk) on the sentences of each
     source-length bucket and of each bucket of the longest jump the gold alignment needs, with
-    the difference of each run against the first: where in the test set a model wins or loses."""
+    the difference of each run against the first: where in the test set a model wins or loses.
+    SYSTEM:pro1+pro2+pro3 pools runs as the table's bootstrap does (their outputs one after
+    another, each against the references), so buckets compare 3-run systems, not single tunings."""
     from sacrebleu.metrics import BLEU
 
     refs = lines_of(study.text("test", TGT))
@@ -1213,10 +1215,10 @@ def breakdown(study: Study, runs: list[str]) -> str:
     if (study.cdir / "test.align").is_file():  # test articles aligned here (a corpus without train.align)
         by.append(("longest gold jump", gold_jumps(study)[0], JUMP_BUCKETS))
     bleu = BLEU(tokenize="none", force=True)
-    hyps = {}
+    hyps: dict[str, list[list[str]]] = {}
     for spec in runs:
-        name, run = spec.split(":")
-        hyps[spec] = lines_of(study.work / "runs" / name / run / "test.out")
+        name, pooled = spec.split(":")
+        hyps[spec] = [lines_of(study.work / "runs" / name / run / "test.out") for run in pooled.split("+")]
     first = runs[0]
     head = " | ".join(f"{SYSTEMS[r.split(':')[0]].label} {r.split(':')[1]}" for r in runs)
     out = [f"| bucket | sentences | {head} | " + " | ".join(f"Δ {r.split(':')[0]}" for r in runs[1:]) + " |",
@@ -1226,7 +1228,8 @@ def breakdown(study: Study, runs: list[str]) -> str:
             pick = np.flatnonzero((values >= lo) & (values <= hi))
             if not len(pick):
                 continue
-            score = {r: bleu.corpus_score([hyps[r][i] for i in pick], [[refs[i] for i in pick]]).score for r in runs}
+            score = {r: bleu.corpus_score([h[i] for h in hyps[r] for i in pick],
+                                          [[refs[i] for _ in hyps[r] for i in pick]]).score for r in runs}
             label = f"{what} {lo}-{hi}" if hi < 10 ** 9 else f"{what} {lo}+"
             out.append(f"| {label} | {len(pick)} | " + " | ".join(f"{score[r]:.2f}" for r in runs) + " | "
                        + " | ".join(f"{score[r] - score[first]:+.2f}" for r in runs[1:]) + " |")

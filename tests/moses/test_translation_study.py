@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sacrebleu.metrics import BLEU
 
 from tests.conftest import ROOT, SHARED_DATA
 
@@ -405,6 +406,21 @@ def test_breakdown_scores_each_bucket_of_length_and_gold_jump(study):
     assert sum(int(r[1]) for k, r in rows.items() if k.startswith("longest gold jump")) == len(refs)
     for r in rows.values():
         assert float(r[2]) == 100.0 and float(r[4].rstrip(" |")) == pytest.approx(float(r[3]) - 100.0, abs=0.011)
+
+    # runs pooled as the bootstrap pools them: a second run that is the reference lifts every
+    # bucket the first lost, to the BLEU of the two outputs one after the other
+    d = study.work / "runs" / "svm-S6-dl12" / "mert2"
+    d.mkdir(parents=True)
+    (d / "test.out").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    pooled = study_mod.breakdown(study, ["lexical-dl12:mert1", "svm-S6-dl12:mert1+mert2"])
+    prow = {r.split(" | ")[0].lstrip("| "): r.split(" | ") for r in pooled.splitlines()[2:]}
+    lengths = [len(line.split()) for line in src]
+    pick = [i for i, n in enumerate(lengths) if n <= 15]
+    out1 = (study.work / "runs" / "svm-S6-dl12" / "mert1" / "test.out").read_text(encoding="utf-8").splitlines()
+    direct = BLEU(tokenize="none", force=True).corpus_score(
+        [out1[i] for i in pick] + [refs[i] for i in pick], [[refs[i] for i in pick] * 2]).score
+    assert float(short[3]) < float(prow["source tokens 1-15"][3]) < 100.0
+    assert float(prow["source tokens 1-15"][3]) == pytest.approx(direct, abs=0.006)
 
 
 def test_a_run_stopped_at_its_iteration_cap_goes_on_when_the_cap_is_raised(tmp_path, corpus, study):
