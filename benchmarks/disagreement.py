@@ -40,6 +40,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import entropy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))      # this checkout's training/, whatever is installed
@@ -149,9 +150,7 @@ def prior_log_loss(slice_summary: dict) -> float:
     """The log-loss of a model that knows only how often each gold class occurs in the slice
     (the entropy of its class shares): the point from which the table's and the model's gains
     are measured, so a model's lead can be read as a share of what the table itself adds."""
-    n = np.array([r["n"] for r in slice_summary["classes"].values()], dtype=np.float64)
-    share = n[n > 0] / n.sum()
-    return float(-(share * np.log(share)).sum())
+    return float(entropy([r["n"] for r in slice_summary["classes"].values()]))
 
 
 def summary(y: np.ndarray, p_table: np.ndarray, p_model: np.ndarray, classes: tuple[str, ...]) -> dict:
