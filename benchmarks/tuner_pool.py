@@ -13,6 +13,15 @@ epoch), with output 1.09x the reference length (svm S6: 20.7 against 34.9, 1.27x
         --ini WORK/runs/lexical-dl12/mert1/tuned.ini --ini WORK/runs/lexical-dl12/mira1/tuned.ini \\
         --kbmira /work/moses/inst/bin/kbmira --kbmira-from WORK/runs/lexical-dl12/mert1/tuned.ini
 
+`--without FEATURE` also scores each --ini with that feature's weights at zero, and `--rank
+FEATURE` measures how often the feature's tuned share of the model score orders two of a
+sentence's hypotheses as their sentence BLEU does (PRO's own sample: 5,000 pairs a sentence
+at least 0.05 apart): what a reordering model decides among the translations its decoder
+weighed, which the classification study on gold phrase pairs does not see (issue 29):
+
+    python3 benchmarks/tuner_pool.py WORK/runs/hybrid-svm-S6-dl12/pro1/mert \
+        --ini WORK/runs/hybrid-svm-S6-dl12/pro1/tuned.ini --without LexicalReordering0 --rank LexicalReordering0
+
 It measures; it asserts nothing. The working directories are not in the record
 (benchmarks/translation-runs keeps tuned weights and outputs), so it runs where the study ran.
 """
@@ -83,6 +92,37 @@ def pool_bleu(weights: np.ndarray, feats: list[np.ndarray], stats: list[np.ndarr
     return 100 * min(1.0, math.exp(1 - ref / hyp)) * math.exp(log_precision), hyp / ref
 
 
+def sentence_bleu(stats: np.ndarray, smoothing: float = 1.0) -> np.ndarray:
+    """Per hypothesis, Moses's smoothedSentenceBleu (mert/BleuScorer.cpp), the sentence BLEU
+    PRO samples pairs by: every n-gram order's counts plus one, no smoothing of the brevity
+    penalty. Rows of `stats` are the pool's sufficient statistics."""
+    log_precision = sum(np.log(stats[:, 2 * k] + smoothing) - np.log(stats[:, 2 * k + 1] + smoothing)
+                        for k in range(NGRAM)) / NGRAM
+    brevity = np.minimum(0.0, 1 - stats[:, 2 * NGRAM] / stats[:, 1])
+    return np.exp(log_precision + brevity)
+
+
+def rank_agreement(scores: list[np.ndarray], feats: list[np.ndarray], stats: list[np.ndarray],
+                   pairs: int = 5000, margin: float = 0.05, seed: int = 0) -> tuple[float, float, int]:
+    """Of sampled hypothesis pairs whose sentence BLEU differs by more than `margin`, the share
+    a score orders as BLEU does, and the share where it ties (a feature blind to the pair)."""
+    rng = np.random.default_rng(seed)
+    agree = tie = total = 0
+    for score, f, st in zip(scores, feats, stats):
+        unique = np.unique(np.hstack([f, st]), axis=0, return_index=True)[1]
+        bleu, score = sentence_bleu(st[unique]), score[unique]
+        if len(unique) < 2:
+            continue
+        a, b = rng.integers(0, len(unique), size=(2, pairs))
+        keep = np.abs(bleu[a] - bleu[b]) > margin
+        a, b = a[keep], b[keep]
+        gap = np.sign(score[a] - score[b])
+        agree += int(np.sum(gap == np.sign(bleu[a] - bleu[b])))
+        tie += int(np.sum(gap == 0))
+        total += len(a)
+    return agree / max(total, 1), tie / max(total, 1), total
+
+
 def kbmira(binary: str, mert_dir: Path, names: list[str], start: np.ndarray, epochs: int) -> np.ndarray:
     """Moses's kbmira on the whole pool from `start`, as mert-moses.pl runs it (fixed seed)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,13 +144,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kbmira", help="Moses's kbmira binary: also score kbmira's weights fitted on the pool")
     p.add_argument("--kbmira-from", type=Path, help="moses.ini whose weights kbmira starts from")
     p.add_argument("--epochs", default="1,5,60", help="kbmira epochs to try (default 1,5,60; 60 is kbmira's)")
+    p.add_argument("--without", metavar="FEATURE",
+                   help="also score each --ini with this feature's weights at zero (e.g. LexicalReordering0)")
+    p.add_argument("--rank", metavar="FEATURE",
+                   help="how often this feature's weighted share of each --ini's score orders hypothesis pairs as BLEU does")
     args = p.parse_args(argv)
     names, feats, stats = read_pool(args.mert_dir)
+    for feature in filter(None, (args.without, args.rank)):
+        if not any(n.startswith(f"{feature}_") for n in names):
+            p.error(f"{feature}: not a feature of this pool ({', '.join(sorted({n.rsplit('_', 1)[0] for n in names}))})")
     print(f"{args.mert_dir}: {len(feats)} sentences, {sum(len(f) for f in feats):,} hypotheses, {len(names)} features")
     print("| weights | pool BLEU | length ratio |\n|---|---|---|")
     for ini in args.ini:
-        bleu, ratio = pool_bleu(dense_weights(ini, names), feats, stats)
+        weights = dense_weights(ini, names)
+        bleu, ratio = pool_bleu(weights, feats, stats)
         print(f"| {ini} | {bleu:.2f} | {ratio:.3f} |")
+        if args.without:
+            zeroed = np.where([n.startswith(f"{args.without}_") for n in names], 0.0, weights)
+            bleu, ratio = pool_bleu(zeroed, feats, stats)
+            print(f"| {ini} without {args.without} | {bleu:.2f} | {ratio:.3f} |")
+    if args.rank:
+        print(f"\n| weights | score | pairs | orders as BLEU does | ties |\n|---|---|---|---|---|")
+        for ini in args.ini:
+            weights = dense_weights(ini, names)
+            part = np.where([n.startswith(f"{args.rank}_") for n in names], weights, 0.0)
+            for label, w in (("whole model", weights), (args.rank, part)):
+                agree, tie, total = rank_agreement([f @ w for f in feats], feats, stats)
+                print(f"| {ini} | {label} | {total:,} | {100 * agree:.1f}% | {100 * tie:.1f}% |")
     if args.kbmira:
         if args.kbmira_from is None:
             p.error("--kbmira needs --kbmira-from")
