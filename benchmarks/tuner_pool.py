@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             bleu, ratio = pool_bleu(zeroed, feats, stats)
             print(f"| {ini} without {args.without} | {bleu:.2f} | {ratio:.3f} |")
     if args.rank:
-        print(f"\n| weights | score | pairs | orders as BLEU does | ties |\n|---|---|---|---|---|")
+        print("\n| weights | score | pairs | orders as BLEU does | ties |\n|---|---|---|---|---|")
         for ini in args.ini:
             weights = dense_weights(ini, names)
             part = np.where([n.startswith(f"{args.rank}_") for n in names], weights, 0.0)
