@@ -102,18 +102,24 @@ def sentence_bleu(stats: np.ndarray, smoothing: float = 1.0) -> np.ndarray:
     return np.exp(log_precision + brevity)
 
 
-def rank_agreement(scores: list[np.ndarray], feats: list[np.ndarray], stats: list[np.ndarray],
+def distinct_pool(feats: list[np.ndarray], stats: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each sentence's hypotheses once: the iterations' n-best lists repeat most of each other."""
+    keep = [np.unique(np.hstack([f, st]), axis=0, return_index=True)[1] for f, st in zip(feats, stats)]
+    return [f[k] for f, k in zip(feats, keep)], [st[k] for st, k in zip(stats, keep)]
+
+
+def rank_agreement(weights: np.ndarray, feats: list[np.ndarray], stats: list[np.ndarray],
                    pairs: int = 5000, margin: float = 0.05, seed: int = 0) -> tuple[float, float, int]:
-    """Of sampled hypothesis pairs whose sentence BLEU differs by more than `margin`, the share
-    a score orders as BLEU does, and the share where it ties (a feature blind to the pair)."""
+    """On a distinct pool (distinct_pool), of sampled hypothesis pairs whose sentence BLEU
+    differs by more than `margin`: the share the weighted score orders as BLEU does, and the
+    share where it ties (a feature blind to the pair)."""
     rng = np.random.default_rng(seed)
     agree = tie = total = 0
-    for score, f, st in zip(scores, feats, stats):
-        unique = np.unique(np.hstack([f, st]), axis=0, return_index=True)[1]
-        bleu, score = sentence_bleu(st[unique]), score[unique]
-        if len(unique) < 2:
+    for f, st in zip(feats, stats):
+        if len(f) < 2:
             continue
-        a, b = rng.integers(0, len(unique), size=(2, pairs))
+        bleu, score = sentence_bleu(st), f @ weights
+        a, b = rng.integers(0, len(f), size=(2, pairs))
         keep = np.abs(bleu[a] - bleu[b]) > margin
         a, b = a[keep], b[keep]
         gap = np.sign(score[a] - score[b])
@@ -121,6 +127,11 @@ def rank_agreement(scores: list[np.ndarray], feats: list[np.ndarray], stats: lis
         tie += int(np.sum(gap == 0))
         total += len(a)
     return agree / max(total, 1), tie / max(total, 1), total
+
+
+def feature_mask(names: list[str], feature: str) -> np.ndarray:
+    """Which of the pool's values (`LM0_0`, ...) belong to a feature (`LM0`)."""
+    return np.array([n.rsplit("_", 1)[0] == feature for n in names])
 
 
 def kbmira(binary: str, mert_dir: Path, names: list[str], start: np.ndarray, epochs: int) -> np.ndarray:
@@ -151,25 +162,24 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     names, feats, stats = read_pool(args.mert_dir)
     for feature in filter(None, (args.without, args.rank)):
-        if not any(n.startswith(f"{feature}_") for n in names):
+        if not feature_mask(names, feature).any():
             p.error(f"{feature}: not a feature of this pool ({', '.join(sorted({n.rsplit('_', 1)[0] for n in names}))})")
     print(f"{args.mert_dir}: {len(feats)} sentences, {sum(len(f) for f in feats):,} hypotheses, {len(names)} features")
     print("| weights | pool BLEU | length ratio |\n|---|---|---|")
-    for ini in args.ini:
-        weights = dense_weights(ini, names)
-        bleu, ratio = pool_bleu(weights, feats, stats)
+    weights = {ini: dense_weights(ini, names) for ini in args.ini}
+    for ini, w in weights.items():
+        bleu, ratio = pool_bleu(w, feats, stats)
         print(f"| {ini} | {bleu:.2f} | {ratio:.3f} |")
         if args.without:
-            zeroed = np.where([n.startswith(f"{args.without}_") for n in names], 0.0, weights)
-            bleu, ratio = pool_bleu(zeroed, feats, stats)
+            bleu, ratio = pool_bleu(np.where(feature_mask(names, args.without), 0.0, w), feats, stats)
             print(f"| {ini} without {args.without} | {bleu:.2f} | {ratio:.3f} |")
     if args.rank:
+        distinct = distinct_pool(feats, stats)
         print("\n| weights | score | pairs | orders as BLEU does | ties |\n|---|---|---|---|---|")
-        for ini in args.ini:
-            weights = dense_weights(ini, names)
-            part = np.where([n.startswith(f"{args.rank}_") for n in names], weights, 0.0)
-            for label, w in (("whole model", weights), (args.rank, part)):
-                agree, tie, total = rank_agreement([f @ w for f in feats], feats, stats)
+        for ini, w in weights.items():
+            part = np.where(feature_mask(names, args.rank), w, 0.0)
+            for label, v in (("whole model", w), (args.rank, part)):
+                agree, tie, total = rank_agreement(v, *distinct)
                 print(f"| {ini} | {label} | {total:,} | {100 * agree:.1f}% | {100 * tie:.1f}% |")
     if args.kbmira:
         if args.kbmira_from is None:
