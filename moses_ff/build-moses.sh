@@ -1,0 +1,78 @@
+#!/bin/sh
+# Build Moses with ExternalReordering from a source tarball, into a cache folder that later
+# runs reuse: the tests' MOSES_DIR and CI's build are made by this one command.
+#
+#   moses_ff/build-moses.sh [--all] TARBALL [CACHE]
+#
+# TARBALL  a Moses source tarball (e.g. ../shared/moses/mosesdecoder-3445289.tar.xz).
+# CACHE    where build trees are kept (default ${MOSES_REORDER_CACHE:-$HOME/.cache/moses-reorder}).
+#          The tree is CACHE/moses-<first 16 hex digits of the tarball's sha256>/<top folder>,
+#          so another tarball gets another tree and an unchanged one is built only once.
+# --all    build the whole Moses tree (~30 min on 2 cores) instead of the programs the tests
+#          and benchmarks/translation.py run (the default; TARGETS below).
+#
+# A second run re-runs moses_ff/install.sh (which rewrites no unchanged file) and lets bjam
+# rebuild only what changed, so a change to moses_ff/ or proto/ costs only its own objects.
+# The tree is built in place: its bin/ holds the programs, and the last line printed is the
+# tree, which is what MOSES_DIR should name. Nothing is written outside CACHE.
+# Needs the Debian packages of the README (Boost, gRPC and protobuf dev packages, xz-utils).
+set -eu
+
+die() { echo "build-moses.sh: $*" >&2; exit 1; }
+
+ALL=0
+if [ "${1:-}" = "--all" ]; then ALL=1; shift; fi
+[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $0 [--all] TARBALL [CACHE]"
+TARBALL=$1
+[ -f "$TARBALL" ] || die "no such tarball: $TARBALL"
+CACHE=${2:-${MOSES_REORDER_CACHE:-$HOME/.cache/moses-reorder}}
+HERE=$(cd "$(dirname "$0")" && pwd)
+JOBS=${BJAM_JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+# What tests/ and benchmarks/translation.py run: the two decoders, KenLM, the tuners, and the
+# phrase-table steps of train-model.perl (steps 4-9).
+TARGETS="moses-cmd//moses moses2//moses2 lm/builder//lmplz lm//build_binary
+mert//mert mert//extractor mert//evaluator mert//pro mert//kbmira
+phrase-extract//extract phrase-extract//score phrase-extract//consolidate
+phrase-extract/lexical-reordering//lexical-reordering-score"
+
+HASH=$(sha256sum "$TARBALL" | cut -c1-16)
+ROOT=$CACHE/moses-$HASH
+TOP=$(tar -tJf "$TARBALL" | head -n 1 | cut -d/ -f1)
+[ -n "$TOP" ] || die "$TARBALL lists no top folder"
+TREE=$ROOT/$TOP
+
+if [ ! -f "$ROOT/.unpacked" ]; then
+    rm -rf "$ROOT"
+    mkdir -p "$ROOT"
+    tar -C "$ROOT" -xJf "$TARBALL"
+    [ -f "$TREE/Jamroot" ] || die "$TARBALL does not unpack to a Moses tree ($TOP/Jamroot is missing)"
+    # A git commit of the pristine sources: tests/client/test_install.py reads Moses's own
+    # files from HEAD, since install.sh edits the working copies.
+    git -C "$TREE" init -q
+    git -C "$TREE" -c user.name=build-moses -c user.email=build-moses@localhost \
+        -c core.autocrlf=false add -A
+    git -C "$TREE" -c user.name=build-moses -c user.email=build-moses@localhost \
+        commit -q -m "$TOP as unpacked from $(basename "$TARBALL")"
+    touch "$ROOT/.unpacked"
+fi
+
+sh "$HERE/install.sh" "$TREE"
+
+cd "$TREE"
+if [ "$ALL" -eq 1 ]; then
+    ./bjam -j"$JOBS" --with-boost=/usr --no-xmlrpc-c -q
+else
+    # shellcheck disable=SC2086  # TARGETS is a word list on purpose
+    ./bjam -j"$JOBS" --with-boost=/usr --no-xmlrpc-c -q $TARGETS
+    # bjam leaves named targets in their build folders; put them in bin/ as a full build does.
+    mkdir -p bin
+    for t in $TARGETS; do
+        name=${t##*//}
+        built=$(find "${t%%//*}/bin" -type f -name "$name" -perm -u+x 2>/dev/null | head -n 1)
+        [ -n "$built" ] || die "bjam built no $name under ${t%%//*}/bin"
+        ln -sf "../$built" "bin/$name"
+    done
+fi
+[ -x bin/moses ] && [ -x bin/moses2 ] || die "the build left no bin/moses and bin/moses2 in $TREE"
+echo "$TREE"
