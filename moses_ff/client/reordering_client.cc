@@ -120,13 +120,32 @@ void ScoreInputBuilder::AddPair(uint32_t start, uint32_t end, const std::vector<
   if (align_src.size() != align_tgt.size()) {
     throw std::invalid_argument("ScoreInputBuilder::AddPair: align_src and align_tgt differ in length");
   }
-  input_.span_start.push_back(start);
-  input_.span_end.push_back(end);
+  StartPair(start, end);
   input_.target_tokens.insert(input_.target_tokens.end(), target.begin(), target.end());
-  input_.target_offsets.push_back(static_cast<uint32_t>(input_.target_tokens.size()));
+  input_.target_offsets.back() = static_cast<uint32_t>(input_.target_tokens.size());
   input_.align_source.insert(input_.align_source.end(), align_src.begin(), align_src.end());
   input_.align_target.insert(input_.align_target.end(), align_tgt.begin(), align_tgt.end());
-  input_.align_offsets.push_back(static_cast<uint32_t>(input_.align_source.size()));
+  input_.align_offsets.back() = static_cast<uint32_t>(input_.align_source.size());
+}
+
+void ScoreInputBuilder::StartPair(uint32_t start, uint32_t end) {
+  input_.span_start.push_back(start);
+  input_.span_end.push_back(end);
+  input_.target_offsets.push_back(input_.target_offsets.back());
+  input_.align_offsets.push_back(input_.align_offsets.back());
+}
+
+void ScoreInputBuilder::AddTargetToken(const std::string &token) {
+  if (input_.span_start.empty()) throw std::logic_error("ScoreInputBuilder::AddTargetToken before StartPair");
+  input_.target_tokens.push_back(Token(token));
+  input_.target_offsets.back() = static_cast<uint32_t>(input_.target_tokens.size());
+}
+
+void ScoreInputBuilder::AddAlignmentPoint(uint32_t source, uint32_t target) {
+  if (input_.span_start.empty()) throw std::logic_error("ScoreInputBuilder::AddAlignmentPoint before StartPair");
+  input_.align_source.push_back(source);
+  input_.align_target.push_back(target);
+  input_.align_offsets.back() = static_cast<uint32_t>(input_.align_source.size());
 }
 
 ScoreInput ScoreInputBuilder::Release() {

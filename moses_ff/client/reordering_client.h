@@ -119,6 +119,12 @@ class ScoreInputBuilder {
   // from Token()) and whose phrase-relative alignment is (src[i], tgt[i]).
   void AddPair(uint32_t start, uint32_t end, const std::vector<uint32_t> &target,
                const std::vector<uint32_t> &align_src, const std::vector<uint32_t> &align_tgt);
+  // The same pair a word at a time, as a decoder walks its options: StartPair, then the
+  // pair's target tokens and its alignment points (phrase-relative), which go to the
+  // pair started last. input() is a whole request after every call.
+  void StartPair(uint32_t start, uint32_t end);
+  void AddTargetToken(const std::string &token);
+  void AddAlignmentPoint(uint32_t source, uint32_t target);
   const ScoreInput &input() const { return input_; }
   ScoreInput Release();
 

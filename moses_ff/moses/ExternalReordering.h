@@ -5,26 +5,21 @@
 // What it is for: orientation handling (phrase/hier states, bidirectional, default
 // scores, sparse features) stays LexicalReordering's; this class only fills the
 // per-option score rows that LexicalReordering would have read from its table, with
-// one Score RPC per sentence. What it must not do: talk gRPC itself (that is
-// reordering_client.h) or re-implement any orientation logic.
+// one Score RPC per sentence. What it must not do: talk gRPC itself or score a sentence
+// (that is sentence_scorer.h, shared with the Moses2 feature) or re-implement any
+// orientation logic.
 //
 // ini:  ExternalReordering name=ExternalReordering0 type=hier-msd-bidirectional-fe
 //         input-factor=0 output-factor=0 server=127.0.0.1:50051 model=ja-en
 //         [version=N] [timeout-ms=5000] [on-error=fail|default] [default-scores=...]
 #pragma once
 
-#include <stdint.h>
-
 #include <memory>
 #include <string>
-#include <vector>
-
-#include <atomic>
 
 #include "moses/FF/LexicalReordering/LexicalReordering.h"
-#include "ReorderingType.h"
 #include "feature_options.h"
-#include "reordering_client.h"
+#include "sentence_scorer.h"
 
 namespace Moses
 {
@@ -45,22 +40,12 @@ public:
                                        ScoreComponentCollection* accumulator) const;
   using LexicalReordering::EvaluateWhenApplied;
 
-  // Our keys, removed from a feature line (the base class throws on unknown keys).
-  // Returns the line without them; fills `found` (key -> value) if given.
-  static std::string StripServiceKeys(const std::string &line,
-                                      std::vector<std::pair<std::string, std::string> > *found);
-
 private:
   void ScoreSentence(Manager &manager) const;
-  void CacheFallbackRows(const std::vector<TranslationOption*> &options) const;
 
   reordering::FeatureOptions m_options;  // our keys of the feature line (feature_options.h)
-  uint64_t m_pinnedVersion;     // the version every sentence of this run is scored with
-  // A full row (classes x directions, like a table's, whatever collapseff says): the
-  // default-scores (already ln) or zeros, LRState's "no row" behaviour.
-  Scores m_fallbackRow;
-  std::unique_ptr<reordering::Client> m_client;
-  mutable reordering::RpcStats m_stats;  // sentences, failures, RPCs in flight: the end-of-run summary
+  // The sentence's RPC, the pinned version, the fallback row, the end-of-run counts.
+  std::unique_ptr<reordering::SentenceScorer> m_scorer;
 };
 
 }

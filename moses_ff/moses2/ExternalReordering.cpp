@@ -3,9 +3,7 @@
 #include "ExternalReordering.h"
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
-#include <sstream>
 
 #include <boost/functional/hash.hpp>
 
@@ -31,7 +29,6 @@
 #ifdef HAVE_CMPH
 #include "../../TranslationModel/CompactPT/LexicalReorderingTableCompact.h"
 #endif
-#include "reordering_client.h"
 
 using namespace std;
 
@@ -40,12 +37,16 @@ namespace Moses2
 namespace
 {
 
-const char *const kOurKeys[] = {"server", "model", "version", "timeout-ms", "on-error", "default-scores", NULL};
-
 string Surface(const Word &w, FactorType f)
 {
   const Factor *factor = w[f];
   return factor ? factor->GetString().as_string() : string();
+}
+
+// What Moses2's tables make of a probability.
+float Moses2Score(float probability)
+{
+  return FloorScore(TransformScore(probability));
 }
 
 typedef LRModel::ReorderingType ReorderingType;
@@ -279,23 +280,12 @@ private:
 
 }  // namespace
 
-string ExternalReordering::StripServiceKeys(const string &line,
-                                            vector<pair<string, string> > *found)
-{
-  const string kept = reordering_type::StripKeys(line, kOurKeys, found);
-  UTIL_THROW_IF2(kept.empty(), "ExternalReordering: empty feature line");
-  return kept;
-}
-
 ExternalReordering::ExternalReordering(size_t startInd, const string &line)
-  : LexicalReordering(startInd, StripServiceKeys(line, NULL))
+  : LexicalReordering(startInd, reordering::DecoderLine(line, reordering::MOSES2))
   , m_blockSize(0)
-  , m_pinnedVersion(0)
 {
-  vector<pair<string, string> > args;
-  StripServiceKeys(line, &args);
   string why;
-  UTIL_THROW_IF2(!m_options.Parse(args, &why), GetName() << ": " << why);
+  UTIL_THROW_IF2(!m_options.ParseLine(line, &why), GetName() << ": " << why);
   const reordering_type::Schema &schema = m_options.schema;
   // Moses2's LexicalReordering takes its score count from num-features; say so if it is wrong.
   m_blockSize = schema.Directions().size() * (schema.collapse ? 1 : schema.Classes().size());
@@ -304,37 +294,30 @@ ExternalReordering::ExternalReordering(size_t startInd, const string &line)
                  GetName() << ": type=" << m_options.type << " has " << m_blockSize << " scores"
                  << (HasTable() ? string(", twice that with the table of path=") : string())
                  << ", but num-features=" << GetNumScores());
+  vector<float> fallback;
   if (!m_options.default_scores.empty()) {
     vector<SCORE> p = Tokenize<SCORE>(m_options.default_scores, ",");
     UTIL_THROW_IF2(p.size() != schema.NumOutputs(),
                    GetName() << ": default-scores has " << p.size() << " values, type=" << m_options.type
                    << " needs " << schema.NumOutputs() << " (classes x directions)");
-    for (size_t i = 0; i < p.size(); ++i) m_defaultRow.push_back(FloorScore(TransformScore(p[i])));
+    for (size_t i = 0; i < p.size(); ++i) fallback.push_back(Moses2Score(p[i]));
   }
+  m_scorer.reset(new reordering::SentenceScorer(GetName(), m_options, Moses2Score, fallback));
 }
 
 ExternalReordering::~ExternalReordering()
 {
-  cerr << reordering::RpcSummary(GetName(), m_stats) << reordering::FailureSummary(GetName(), m_stats);
+  cerr << reordering::RpcSummary(GetName(), m_scorer->stats())
+       << reordering::FailureSummary(GetName(), m_scorer->stats());
 }
 
 void ExternalReordering::Load(System &system)
 {
   if (system.params.GetParam("show-weights")) return;
   if (HasTable()) LexicalReordering::Load(system);  // reads the table of path=
-  m_client.reset(new reordering::Client(m_options.Client()));
-  reordering::ModelInfo info;
-  try {
-    info = m_client->GetModel(m_options.model, m_options.version);
-  } catch (const reordering::ClientError &e) {
-    UTIL_THROW2(GetName() << ": cannot load model '" << m_options.model << "' from " << m_options.server
-                << ": " << e.what());
-  }
-  const string why = m_options.Mismatch(info);
-  UTIL_THROW_IF2(!why.empty(), GetName() << ": " << why);
-  m_pinnedVersion = info.version;
-  cerr << GetName() << ": " << m_options.server << " model " << m_options.model << " version " << m_pinnedVersion
-       << " (" << info.family << ", " << info.moses_type << ") pinned for this run" << endl;
+  string why, pinned;
+  UTIL_THROW_IF2(!m_scorer->Load(&why, &pinned), why);
+  cerr << pinned << endl;
 }
 
 FFState* ExternalReordering::BlankState(MemPool &pool, const System &sys) const
@@ -433,12 +416,10 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
   const Sentence &sentence = static_cast<const Sentence&>(mgr.GetInput());
   const size_t numPt = mgr.system.mappings.size();
 
-  reordering::ScoreInputBuilder request;
+  reordering::ScoreInputBuilder pairs;
   for (size_t i = 0; i < sentence.GetSize(); ++i)
-    request.AddSourceToken(Surface(sentence[i], m_options.input_factor));
-
-  vector<pair<const InputPathBase*, const void*> > options;
-  vector<uint32_t> target, alignSrc, alignTgt;
+    pairs.AddSourceToken(Surface(sentence[i], m_options.input_factor));
+  vector<pair<const InputPathBase*, const void*> > options;  // in the order of the pairs
   for (InputPathsBase::const_iterator p = mgr.GetInputPaths().begin(); p != mgr.GetInputPaths().end(); ++p) {
     const InputPath &path = static_cast<const InputPath&>(**p);
     for (size_t t = 0; t < numPt; ++t) {
@@ -446,56 +427,26 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
       if (!tps) continue;
       for (TargetPhrases::const_iterator it = tps->begin(); it != tps->end(); ++it) {
         const TargetPhraseImpl &tp = **it;
-        target.clear();
-        alignSrc.clear();
-        alignTgt.clear();
+        pairs.StartPair(path.range.GetStartPos(), path.range.GetEndPos() + 1);
         for (size_t k = 0; k < tp.GetSize(); ++k)
-          target.push_back(request.Token(Surface(tp[k], m_options.output_factor)));
+          pairs.AddTargetToken(Surface(tp[k], m_options.output_factor));
         const AlignmentInfo &align = tp.GetAlignTerm();
-        for (AlignmentInfo::const_iterator a = align.begin(); a != align.end(); ++a) {
-          alignSrc.push_back(a->first);
-          alignTgt.push_back(a->second);
-        }
-        request.AddPair(path.range.GetStartPos(), path.range.GetEndPos() + 1, target, alignSrc, alignTgt);
+        for (AlignmentInfo::const_iterator a = align.begin(); a != align.end(); ++a)
+          pairs.AddAlignmentPoint(a->first, a->second);
         // the key EvaluateWhenApplied looks up: hypo.GetTargetPhrase(), a TargetPhrase<Word>
         options.push_back(make_pair(&path, static_cast<const void*>(static_cast<const TargetPhrase<Moses2::Word>*>(&tp))));
       }
     }
   }
-  ++m_stats.sentences;
-  std::unique_ptr<SentenceRows> rows(new SentenceRows());
-  if (options.empty()) return rows;
 
-  reordering::ScoreResult result;
-  try {
-    reordering::RpcScope counting(m_stats);
-    result = m_client->Score(m_options.model, m_pinnedVersion, request.input());
-  } catch (const reordering::ClientError &e) {
-    if (m_options.on_error == reordering::FeatureOptions::FAIL)
-      UTIL_THROW2(GetName() << ": sentence " << mgr.GetTranslationId() << ": " << e.what()
-                  << " (on-error=default would use default scores)");
-    size_t failures = ++m_stats.failures;
-    cerr << GetName() << ": sentence " << mgr.GetTranslationId() << " scored with default scores ("
-         << failures << " so far): " << e.what() << endl;
-    if (!m_defaultRow.empty()) {
-      rows->Reserve(options.size(), m_defaultRow.size());
-      for (size_t p = 0; p < options.size(); ++p)
-        rows->Add(options[p].first, options[p].second, &m_defaultRow[0], m_defaultRow.size());
-    }
-    return rows;  // without default-scores: no rows, no reordering score (Moses2's "no row")
-  }
-  UTIL_THROW_IF2(result.version != m_pinnedVersion || result.NumOutputs() != m_options.schema.NumOutputs(),
-                 GetName() << ": server answered version " << result.version << " with "
-                 << result.NumOutputs() << " outputs; pinned version " << m_pinnedVersion << " has "
-                 << m_options.schema.NumOutputs());
-  const size_t width = result.NumOutputs();
-  vector<SCORE> row(width);
-  rows->Reserve(options.size(), width);
-  for (size_t p = 0; p < options.size(); ++p) {
-    for (size_t j = 0; j < width; ++j)
-      row[j] = FloorScore(TransformScore(result.probabilities[p * width + j]));
-    rows->Add(options[p].first, options[p].second, &row[0], width);
-  }
+  reordering::ScoredSentence scored;
+  string why;
+  UTIL_THROW_IF2(!m_scorer->Score(pairs.input(), mgr.GetTranslationId(), &scored, &why), why);
+  std::unique_ptr<SentenceRows> rows(new SentenceRows());
+  if (!scored.HasRows()) return rows;  // no rows, no reordering score (Moses2's "no row")
+  rows->Reserve(options.size(), scored.Width());
+  for (size_t p = 0; p < options.size(); ++p)
+    rows->Add(options[p].first, options[p].second, scored.Row(p), scored.Width());
   return rows;
 }
 

@@ -13,7 +13,8 @@
 // RPC when the sentence's empty hypothesis is made (after every phrase-table lookup), and
 // read by the small state classes below, which do what Moses2's LRState family does with
 // `ffData` (scores, hashing, recombination) but read that table instead.
-// What it must not do: talk gRPC itself (reordering_client.h) or decide orientations.
+// What it must not do: talk gRPC itself or score a sentence (sentence_scorer.h, shared
+// with the moses feature) or decide orientations.
 //
 // ini:  ExternalReordering name=LexicalReordering0 num-features=6
 //         type=hier-msd-bidirectional-fe input-factor=0 output-factor=0
@@ -32,7 +33,6 @@
 
 #include <stdint.h>
 
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,9 +42,8 @@
 
 #include "../LexicalReordering/LexicalReordering.h"
 #include "../LexicalReordering/LRModel.h"
-#include "ReorderingType.h"
 #include "feature_options.h"
-#include "reordering_client.h"
+#include "sentence_scorer.h"
 
 namespace Moses2
 {
@@ -141,11 +140,6 @@ public:
     return m_blockSize;
   }
 
-  // Our keys, removed from a feature line (LexicalReordering throws on unknown keys).
-  // Returns the line without them; fills `found` (key -> value, every key) if given.
-  static std::string StripServiceKeys(const std::string &line,
-                                      std::vector<std::pair<std::string, std::string> > *found);
-
 private:
   std::unique_ptr<SentenceRows> ScoreSentence(const ManagerBase &mgr) const;
 
@@ -156,14 +150,12 @@ private:
 
   reordering::FeatureOptions m_options;  // our keys of the feature line (feature_options.h)
   size_t m_blockSize;           // scores of one block: the type's count
-  uint64_t m_pinnedVersion;     // the version every sentence of this run is scored with
-  std::vector<SCORE> m_defaultRow;  // ln(default-scores), full row; empty = none given
-  std::unique_ptr<reordering::Client> m_client;
+  // The sentence's RPC, the pinned version, the fallback row (ln(default-scores), full
+  // row; none without default-scores), the end-of-run counts.
+  std::unique_ptr<reordering::SentenceScorer> m_scorer;
 
   mutable std::mutex m_sentencesMutex;
   mutable std::unordered_map<const InputType*, std::unique_ptr<SentenceRows> > m_sentenceRows;
-
-  mutable reordering::RpcStats m_stats;  // sentences, failures, RPCs in flight: the end-of-run summary
 };
 
 }
