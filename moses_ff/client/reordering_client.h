@@ -1,7 +1,7 @@
 // C++ client for the reordering.v1 scoring service (proto/reordering/v1/reordering.proto).
 //
 // What it is for: the one place where C++ talks gRPC to the scoring service. The Moses
-// feature function (moses_ff/moses/ExternalReordering.cpp) and the benchmarks use it.
+// feature functions use it through sentence_scorer.h.
 // What it must not do: know anything about Moses, features or orientation semantics;
 // it moves the arrays of one ScoreRequest and returns the probabilities unchanged.
 //
