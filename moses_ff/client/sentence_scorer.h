@@ -7,8 +7,10 @@
 // is the pinned version's, and a row of scores per pair, or, when the RPC fails under
 // on-error=default, the fallback row; the counts of the end-of-run summary. A feature only
 // walks its decoder's options into the builder and stores each row where its decoder
-// reads it. A block the Score answer gains per pair (issue 48's context block) is added to
-// the rows here, in SentenceScorer::Score, and reaches both decoders through Row().
+// reads it. The context blocks of a ScoreResponse (issue 48) belong here too, once: a
+// per-pair block (`neighbour`) goes into each row after the pair's own block, in
+// SentenceScorer::Score, and reaches both decoders through Row(); a sentence-wide one
+// (`boundary`) goes beside the rows, in ScoredSentence.
 // What it must not do: depend on Moses (the score transform is the decoder's own function,
 // passed in, and an error comes back as text for the feature to throw), decide
 // orientations, or talk gRPC itself (reordering_client.h).
@@ -36,8 +38,8 @@ typedef float (*ScoreTransform)(float probability);
 
 // What SentenceScorer::Score made of one sentence: a row per pair, in the order the pairs
 // were added. A row is the pair's blocks side by side; today one block, the type's
-// columns in Moses's order (classes x directions, backward block first), so Width() is the
-// model's output count (or the fallback row's length).
+// columns in Moses's order (classes x directions, backward block first) through the
+// ScoreTransform, so Width() is the model's output count (or the fallback row's length).
 class ScoredSentence {
  public:
   ScoredSentence() : pairs_(0), width_(0), served_(false), seconds_(0) {}
