@@ -24,8 +24,9 @@ import numpy as np
 from training import __version__
 from training.errors import InputError
 from training.features.batch import pair_slice
-from training.features.matrix import (MERGE_GROUPS_PER_JOB, SUB_BATCH_PAIRS, count_range, merge_partitions,
-                                      partition_groups)
+from training.features.matrix import (MERGE_GROUPS_PER_JOB, SUB_BATCH_PAIRS, count_range, direction_index,
+                                      merge_partitions, partition_groups)
+from training.features.neighbour import gold_neighbour_words
 from training.features.rowchunks import ArrayReader
 from training.features.templates import pair_keys
 from training.eval.metrics import add_totals, slice_totals, summary_of_totals
@@ -247,7 +248,13 @@ def score_range(task: tuple) -> list[dict[str, dict[str, dict]]] | None:
     for a in range(0, n, SUB_BATCH_PAIRS):
         b = min(a + SUB_BATCH_PAIRS, n)
         batch = pair_slice(chunk.batch, a, b)
-        probs = model.predict_proba(batch)
+        if model.has_context:  # each example next to the phrase the reference puts beside it
+            probs = model.predict_proba_next_to(batch, {
+                direction: gold_neighbour_words(store, chunk.sentence[a:b], chunk.tgt_start[a:b],
+                                                chunk.tgt_end[a:b], direction_index(direction))
+                for direction in mtype.directions})
+        else:
+            probs = model.predict_proba(batch)
         for c in range(a, b, block):  # block divides SUB_BATCH_PAIRS: no block spans two sub-batches
             e = min(c + block, b)
             seen = seen_all[c:e]
