@@ -232,6 +232,7 @@ ModelInfo Client::GetModel(const std::string &model, uint64_t version) const {
   info.version = resp.version();
   info.loaded_versions.assign(resp.loaded_versions().begin(), resp.loaded_versions().end());
   info.metadata_json = resp.metadata_json();
+  info.context = resp.context();
   return info;
 }
 
@@ -249,6 +250,7 @@ ScoreResult Client::Score(const std::string &model, uint64_t version, const Scor
   CopyArray(in.align_offsets, req.mutable_align_offsets());
   CopyArray(in.align_source, req.mutable_align_source());
   CopyArray(in.align_target, req.mutable_align_target());
+  req.set_context_blocks(true);  // ExternalReordering combines a context model's blocks itself
 
   pb::ScoreResponse resp;
   auto ctx = impl_->Context();
@@ -260,11 +262,23 @@ ScoreResult Client::Score(const std::string &model, uint64_t version, const Scor
   out.version = resp.version();
   out.outputs.assign(resp.outputs().begin(), resp.outputs().end());
   out.probabilities.assign(resp.probabilities().begin(), resp.probabilities().end());
-  if (out.outputs.empty() || out.probabilities.size() != in.NumPairs() * out.outputs.size()) {
+  out.scores.assign(resp.scores().begin(), resp.scores().end());
+  out.neighbour.assign(resp.neighbour().begin(), resp.neighbour().end());
+  out.boundary.assign(resp.boundary().begin(), resp.boundary().end());
+  const size_t cells = in.NumPairs() * out.outputs.size();
+  const bool whole = out.context()
+      ? out.probabilities.empty() && out.scores.size() == cells && out.neighbour.size() == cells &&
+            out.boundary.size() == out.outputs.size()
+      : out.probabilities.size() == cells && out.scores.empty() && out.neighbour.empty();
+  if (out.outputs.empty() || !whole) {
     std::ostringstream m;
-    m << "reordering server " << impl_->options.target << ": Score(model=" << model << ") answered "
-      << out.probabilities.size() << " probabilities for " << in.NumPairs() << " pairs x "
-      << out.outputs.size() << " outputs";
+    m << "reordering server " << impl_->options.target << ": Score(model=" << model << ") answered ";
+    if (out.context())
+      m << "context blocks of " << out.scores.size() << " scores, " << out.neighbour.size() << " neighbour and "
+        << out.boundary.size() << " boundary values";
+    else
+      m << out.probabilities.size() << " probabilities";
+    m << " for " << in.NumPairs() << " pairs x " << out.outputs.size() << " outputs";
     throw ClientError(static_cast<int>(grpc::StatusCode::INTERNAL), m.str());
   }
   return out;

@@ -32,6 +32,16 @@ ScoreInput FromProto(const v1::ScoreRequest &r) {
   return in;
 }
 
+std::vector<std::vector<float>> ReadFloatLines(const std::string &path) {
+  std::vector<std::vector<float>> rows;
+  for (const std::string &line : ReadLines(path)) {
+    std::istringstream s(line);
+    rows.emplace_back();
+    for (float p; s >> p;) rows.back().push_back(p);
+  }
+  return rows;
+}
+
 Fixture *LoadFixture() {
   const char *dir = std::getenv("REORDERING_FIXTURE_DIR");
   if (!dir || !*dir) return nullptr;
@@ -51,13 +61,13 @@ Fixture *LoadFixture() {
   std::istringstream versions(f->keys.at("versions"));
   for (uint64_t v; versions >> v;) {
     auto &rows = f->expected[v];
-    for (const std::string &line : ReadLines(f->dir + "/expected-v" + std::to_string(v) + ".txt")) {
-      std::istringstream s(line);
-      rows.emplace_back();
-      for (float p; s >> p;) rows.back().push_back(p);
-    }
+    rows = ReadFloatLines(f->dir + "/expected-v" + std::to_string(v) + ".txt");
     if (rows.size() != f->requests.size()) throw std::runtime_error("expected file and requests differ in length");
   }
+  f->context_blocks = ReadFloatLines(f->dir + "/context-blocks.txt");
+  f->context_next = ReadFloatLines(f->dir + "/context-next.txt");
+  if (f->context_blocks.size() != f->requests.size() || f->context_next.size() != f->requests.size())
+    throw std::runtime_error("context files and requests differ in length");
   return f;
 }
 
@@ -69,6 +79,7 @@ class ServerEnvironment : public ::testing::Environment {
     g_server = new ServerProcess(g_fixture->serve_argv, FreeLoopbackPort(), g_fixture->dir + "/server-main.log");
     g_server->Start();
     g_server->WaitReady(g_fixture->model(), kStartupMs);
+    g_server->WaitReady(g_fixture->context_model(), kStartupMs);
   }
   void TearDown() override {
     delete g_server;

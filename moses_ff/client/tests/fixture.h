@@ -1,10 +1,11 @@
 // The fixture of the client tests and the real server they share (one per test binary).
 //
 // REORDERING_FIXTURE_DIR (made by tests/client/cppfixture.py) holds a model repository
-// with two versions of one model trained by our trainer, real sentences of the ja-en
-// corpus as ScoreRequest JSON lines, the probabilities Python computes for them with
-// training.model.load_model(...).predict_proba (one file per version), and the server's
-// command line. A test environment starts that server once before the first test.
+// with two versions of one model trained by our trainer and a model with decoder context,
+// real sentences of the ja-en corpus as ScoreRequest JSON lines, the probabilities Python
+// computes for them with training.model.load_model(...).predict_proba (one file per
+// version), the context model's blocks and its probabilities next to given neighbours, and
+// the server's command line. A test environment starts that server once before the first test.
 #ifndef MOSES_FF_CLIENT_TESTS_FIXTURE_H_
 #define MOSES_FF_CLIENT_TESTS_FIXTURE_H_
 
@@ -29,8 +30,13 @@ struct Fixture {
   std::vector<std::string> serve_argv;
   std::vector<ScoreInput> requests;
   std::map<uint64_t, std::vector<std::vector<float>>> expected;  // version -> per request
+  // The context model's, per request (cppfixture.py write_context_expectations): its own
+  // scores, neighbour block and boundary; each pair's probabilities next to the pair
+  // before it (backward) and after it (forward), cyclically, then next to the edges.
+  std::vector<std::vector<float>> context_blocks, context_next;
 
   std::string model() const { return keys.at("model"); }
+  std::string context_model() const { return keys.at("context_model"); }
   uint64_t newest() const { return expected.rbegin()->first; }
   uint64_t oldest() const { return expected.begin()->first; }
 };
