@@ -153,7 +153,12 @@ HYBRID_SVM = System("hybrid-svm-S6", "External hybrid (svm S6,pair base on all e
                     "S6,pair", ('base="svm"', "rare_max=1000000000"))
 #: The hybrid's base there is the SVM: a maxent base (ja-en's hybrid-S6) costs about 9x the SVM's
 #: CPU at ja-en's 1.46M examples (290 against ~32 s, S6), hours at Kyoto's 44.7M.
-CLASSIFY_MODELS = ("svm-S6", "nb-bayes-S9", "svm-S7", "hybrid-svm-S6", "dual-mlr-S6", "maxent-S6", "hybrid-S6")
+#: Issue 48: svm S6 conditioned on the phrase the decoder places next to each pair (its
+#: boundary words; training/features/neighbour.py), served as context blocks.
+CONTEXT_SVM = System("svm-S6-ctx", "External svm S6 with the neighbouring phrase (context blocks)", "external",
+                     "svm", "S6,neighbour")
+CLASSIFY_MODELS = ("svm-S6", "nb-bayes-S9", "svm-S7", "hybrid-svm-S6", "dual-mlr-S6", "maxent-S6", "hybrid-S6",
+                   "svm-S6-ctx")
 LEXICAL_SERVED = "lexical-served"
 SYSTEMS: dict[str, System] = {s.name: s for s in [
     *AT_DEFAULT_LIMIT,
@@ -165,6 +170,7 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     # Trained for the classification study (CLASSIFY_MODELS) and not planned for tuning on ja-en.
     System("maxent-S6", "External maxent S6", "external", "maxent", "S6"),
     HYBRID_SVM, at_limit(HYBRID_SVM),
+    CONTEXT_SVM, at_limit(CONTEXT_SVM),
     System(LEXICAL_SERVED, "External lexical (Moses's table, served)", "external", "lexical", "pair"),
 ]}
 METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests" / "client"))
 
 from moses_system import (Server, System, compare, decode, external_line, lexical_line,  # noqa: E402
                           n_scores, served_prior)
-from test_moses_decode import MOSES, write_phrase_table  # noqa: E402
+from test_moses_decode import BIN, MOSES, needs_moses, write_phrase_table  # noqa: E402
 
 N_PAIRS = 600           # corpus slice: the last 60 sentences are held out
 TYPE = "hier-msd-bidirectional-fe"  # pipeline's default type
@@ -153,8 +153,9 @@ def test_no_refit_publishes_the_evaluated_models(corpus, tmp_path, capsys):
     assert "run without --no-refit for models trained on the same sentences as the table" in report
 
 
-@pytest.mark.skipif(MOSES is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
-                                          "set MOSES_DIR to the Moses directory holding bin/moses and bin/lmplz")
+@pytest.mark.skipif(BIN is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
+                                        "set MOSES_DIR to the Moses directory holding bin/moses and bin/lmplz")
+@needs_moses
 def test_moses_translates_the_same_with_the_table_and_the_served_model(corpus, run, served, tmp_path):
     """The held-out sentences of the slice, where a model fit without them differs most."""
     out, _ = run
