@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ import numpy as np
 
 from server.api import pb, pb_grpc
 from server.app import ScoringServer, ServeOptions
+from server.local import LocalServer
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
 from training.modelfile.layout import MODEL_FILE
@@ -187,6 +189,14 @@ def running_server(root: Path, **options) -> Iterator[Running]:
     finally:
         channel.close()
         server.stop(0)
+
+
+def serve_process(root: Path, **settings) -> LocalServer:
+    """`moses-reorder serve` as a real process on a free loopback port, started and SERVING
+    (server.local; `settings`: ServeOptions fields and LocalServer's own), its log beside
+    ROOT. No polling unless asked: a test says when the repository changes."""
+    log = Path(tempfile.mkstemp(prefix="serve-", suffix=".log", dir=root.parent)[1])
+    return LocalServer(root, **{"poll_seconds": 0, "log": log, **settings}).start()
 
 
 def free_port() -> int:
