@@ -404,7 +404,7 @@ class Study:
         self.store_lock = threading.Lock()
         self.server_lock = threading.Lock()
         self.filter_lock = threading.Lock()
-        self.server: subprocess.Popen | None = None
+        self.server = None  # server.local.LocalServer while it runs
         self.log_file = self.work / "study.log"
         self.record = Record(Path(args.record).resolve(), self.corpus, self.heldout) if args.record else None
 
@@ -740,36 +740,22 @@ class Study:
                 self._start_server()
 
     def _start_server(self) -> None:
+        from server.local import LocalServer
+
         (self.work / "models").mkdir(parents=True, exist_ok=True)
-        log = open(self.work / "server.log", "ab")
-        self.server = subprocess.Popen(self.python("training.cli", "serve", "--models", self.work / "models",
-                                                   "--host", "127.0.0.1", "--port", str(self.port),
-                                                   "--poll-seconds", "5", "--log-level", "warning"),
-                                       cwd=REPO, stdout=log, stderr=log)
-        self.log(f"server: pid {self.server.pid} on {self.address}")
+        self.server = LocalServer(self.work / "models", port=self.port, log=self.work / "server.log",
+                                  log_level="warning", poll_seconds=5).start(service=None)
+        self.log(f"server: pid {self.server.proc.pid} on {self.address}")
 
     def stop_server(self) -> None:
-        if self.server is not None and self.server.poll() is None:
-            self.server.terminate()
-            try:
-                self.server.wait(30)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
+        if self.server is not None:
+            self.server.stop(timeout=30)
         self.server = None
 
     def wait_served(self, name: str, timeout: float = 300) -> None:
-        from server.healthcheck import check
-
-        deadline = time.time() + timeout
-        while True:
-            ok, said = check(self.address, name, timeout=3)
-            if ok:
-                return
-            if self.server is None or self.server.poll() is not None:
-                raise RuntimeError(f"the scoring server is not running (see {self.work / 'server.log'})")
-            if time.time() > deadline:
-                raise RuntimeError(f"model {name} not served after {timeout:.0f} s: {said}")
-            time.sleep(2)
+        if self.server is None:
+            raise RuntimeError(f"the scoring server is not running (see {self.work / 'server.log'})")
+        self.server.wait_serving(name, timeout)
 
     # ------------------------------------------------------------------- ini files
     @property
