@@ -2,8 +2,8 @@
 the real decoder (moses_identity.py, moses_threads.py, moses_failover.py).
 
 What it is for: writing moses.ini files that differ only in the reordering feature,
-filtering tables to a test set, running `moses-reorder serve` on loopback and `moses` on
-a test set, and timing them. What it must not do: build Moses or its tables (the phrase
+filtering tables to a test set, running `moses` on a test set (the server beside it is
+server.local.LocalServer), and timing them. What it must not do: build Moses or its tables (the phrase
 table, the LM and the Moses build come from the user; MOSES-NOTES.md section 8), or
 contain anything of Moses's own.
 """
@@ -14,7 +14,6 @@ import gzip
 import os
 import re
 import resource
-import socket
 import subprocess
 import sys
 import time
@@ -220,68 +219,6 @@ def load_seconds(stderr: str) -> float:
     prints no per-sentence 'Translation took', so its decode time is the wall minus this)."""
     loaded = re.search(r"(?:Created input-output object|Loaded) : \[([0-9.]+)\] seconds", stderr)
     return float(loaded.group(1)) if loaded else 0.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`moses-reorder serve` on loopback (this checkout's code), stopped with SIGTERM."""
-
-    def __init__(self, models: Path, port: int | None = None, workers: int = 1, extra: tuple[str, ...] = (),
-                 log: Path | None = None):
-        self.models, self.workers, self.extra = models, workers, extra
-        self.port = port or free_port()
-        self.log = log
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, wait: float = 120) -> "Server":
-        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "training.cli", "serve", "--models", str(self.models), "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", str(self.workers), *self.extra],
-            cwd=ROOT, stdout=out, stderr=out)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.proc.returncode} (log: {self.log})")
-            if healthy(self.address):
-                return self
-            time.sleep(0.3)
-        raise RuntimeError(f"serve not healthy on {self.address} after {wait} s")
-
-    def stop(self, sig: int = 15) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def __enter__(self) -> "Server":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def healthy(address: str, service: str = "") -> bool:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-    try:
-        with grpc.insecure_channel(address) as channel:
-            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
-            return answer.status == health_pb2.HealthCheckResponse.SERVING
-    except grpc.RpcError:
-        return False
 
 
 def served_prior(address: str, model: str) -> np.ndarray:

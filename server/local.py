@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -185,6 +186,14 @@ class LocalServer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, for a port that must be known before a start (e.g.
+    --metrics-port). Another process may take it first: prefer port 0 where it will do."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host.strip("[]"), 0))
+        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

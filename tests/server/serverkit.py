@@ -24,7 +24,7 @@ import numpy as np
 
 from server.api import pb, pb_grpc
 from server.app import ScoringServer, ServeOptions
-from server.local import LocalServer
+from server.local import LocalServer, free_port  # noqa: F401 (free_port: for the tests)
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
 from training.modelfile.layout import MODEL_FILE
@@ -197,14 +197,6 @@ def serve_process(root: Path, **settings) -> LocalServer:
     ROOT. No polling unless asked: a test says when the repository changes."""
     log = Path(tempfile.mkstemp(prefix="serve-", suffix=".log", dir=root.parent)[1])
     return LocalServer(root, **{"poll_seconds": 0, "log": log, **settings}).start()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def subprocess_env() -> dict[str, str]:
