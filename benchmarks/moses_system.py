@@ -25,6 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from training.moses.ini import feature_line, n_scores, parse_feature_line  # noqa: E402,F401 (n_scores: for the scripts)
 from training.moses.types import MosesType  # noqa: E402
 
 MAX_PHRASE = 7  # train-model.perl's extract limit
@@ -92,12 +93,6 @@ def complete_table(table: Path, out: Path, lines: list[str], phrase_table: Path,
     return len(unknown)
 
 
-def n_scores(moses_type: str) -> int:
-    """Moses's GetNumScoreComponents for a type (collapseff: one per direction)."""
-    t = MosesType.parse(moses_type)
-    return len(t.directions) * (1 if t.collapse else len(t.classes))
-
-
 def other_spelling(moses_type: str) -> str:
     """Another spelling Moses accepts for the same type: parts reversed, `-allff` added,
     `wbe` left out (Moses's default kind), `backward` as `unidirectional`."""
@@ -158,23 +153,18 @@ def test_slice(test: Path, n: int, work: Path, phrase_table: Path, lm: Path, tab
     return lines, src, System(pt, lm, table_limit=table_limit)
 
 
-def factors(moses_type: str) -> str:
-    """An `-f` table has no target field: Moses reads one whenever output-factor is set."""
-    return "input-factor=0" + (" output-factor=0" if MosesType.parse(moses_type).language == "fe" else "")
-
-
 def lexical_line(moses_type: str, table: Path, default_scores: str | None = None) -> str:
-    line = (f"LexicalReordering name=LexicalReordering0 num-features={n_scores(moses_type)} "
-            f"type={moses_type} {factors(moses_type)} path={table}")
-    return line + (f" default-scores={default_scores}" if default_scores else "")
+    """Moses's own feature on TABLE (training.moses.ini, the one line builder)."""
+    return feature_line(moses_type, "LexicalReordering", path=table, default_scores=default_scores)
 
 
 def external_line(moses_type: str, server: str, model: str, default_scores: str | None = None,
                   extra: str = "", name: str = "LexicalReordering0", n: int | None = None) -> str:
-    line = (f"ExternalReordering name={name} num-features={n or n_scores(moses_type)} "
-            f"type={moses_type} {factors(moses_type)} server={server} model={model}")
-    line += f" default-scores={default_scores}" if default_scores else ""
-    return line + (f" {extra}" if extra else "")
+    """ExternalReordering asking SERVER for MODEL; EXTRA: more `key=value` words (path= makes
+    it Moses2's table-and-model feature, with twice the scores)."""
+    keys = parse_feature_line("ExternalReordering " + extra)[1]
+    return feature_line(moses_type, "ExternalReordering", name=name, num_features=n, server=server, model=model,
+                        default_scores=default_scores, **keys)
 
 
 @dataclass
