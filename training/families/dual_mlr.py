@@ -43,7 +43,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from training.errors import InputError, UsageError
+from training.constraints import Interval, Options, positive, whole
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
@@ -348,6 +348,12 @@ class DualMLR(ReorderingClassifier):
     """
 
     family = "dual-mlr"
+    _parameter_constraints = {
+        "C": [positive()], "eps": [positive()], "bias": [positive(closed_at_zero=True)], "max_passes": [whole(1)],
+        "init_eps": [Interval(0.0, 1.0, "neither")],  # eq. 15: every alpha inside its simplex
+        "max_trials": [whole(1)], "inner_steps": [whole(1)], "step": [Options(("exact", "eg"))],
+        "exact_gap": [positive(closed_at_zero=True)], "shrink_below": [Interval(0.0, 1.0, "right")],
+        "compact_below": [Interval(0.0, 1.0)]}
 
     def __init__(self, C: float = 1.0, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, init_eps: float = 1e-3,
@@ -373,8 +379,6 @@ class DualMLR(ReorderingClassifier):
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "DualMLR":
         X, y, K = self.check_Xy(X, y)
-        if self.step not in ("exact", "eg"):
-            raise UsageError(f"dual-mlr: step must be 'exact' or 'eg', got {self.step!r}")
         exact = self.step == "exact"
         n, F = X.shape
         C, bias = float(self.C), float(self.bias)

@@ -47,7 +47,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from training.errors import InputError, UsageError
+from training.constraints import Options, positive, whole
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
@@ -203,6 +203,8 @@ class MulticlassSVM(ReorderingClassifier):
     """
 
     family = "svm"
+    _parameter_constraints = {"C": [positive()], "eps": [positive()], "bias": [positive(closed_at_zero=True)],
+                              "max_passes": [whole(1)], "shrinking": [Options(SHRINKING)]}
 
     def __init__(self, C: float = 0.1, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, shrinking: str = "bound",
@@ -219,10 +221,8 @@ class MulticlassSVM(ReorderingClassifier):
         self.memory = memory
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "MulticlassSVM":
-        if self.shrinking not in SHRINKING:
-            raise UsageError(f"svm shrinking {self.shrinking!r}: expected one of {', '.join(SHRINKING)}")
-        paper_shrink = self.shrinking == "paper"
         X, y, n_classes = self.check_Xy(X, y)
+        paper_shrink = self.shrinking == "paper"
         n, F = X.shape
         w = np.zeros((F + 1, n_classes), dtype=np.float64)
         rows = (X.indptr, X.indices, X.data)
