@@ -52,21 +52,19 @@ class ServeOptions:
     # any real one and keeps a sentence's per-token work and memory small.
     max_source_tokens: int = 4096
     # The largest request. A request costs the server about 24 times its size while it is
-    # parsed and validated (8 x 16 MiB requests at 4 threads: +1.5 GiB peak RSS at cbd7ba5,
-    # benchmarks/serve_hostile.py), so this sets memory: 4 threads x 24 x 4 MiB ~ 0.4 GiB.
-    # 4 MiB holds --max-pairs real ja-en phrase pairs (12-13 bytes each: 2.6 MB) and
-    # is 290 times the largest real ja-en request (14 KB; benchmarks/request_limits.py).
+    # parsed and validated, so this sets memory: 4 threads x 24 x 4 MiB ~ 0.4 GiB. 4 MiB
+    # holds --max-pairs real ja-en phrase pairs and is far above any real request
+    # (benchmarks/RESULTS.md, Serving: serve_hostile.py and request_limits.py).
     max_message_mb: int = 4
     # Alignment points of one pair (duplicates count). Moses extracts phrases of at most
-    # 7 words a side by default, so a pair has at most 7 x 7 = 49 points; the 1.6 million
-    # pairs extracted from ja-en train have at most 10 (benchmarks/request_limits.py).
-    # 64 leaves room for --max-phrase-length 8.
+    # 7 words a side by default, so a pair has at most 7 x 7 = 49 points (real pairs have
+    # far fewer: RESULTS, request_limits.py). 64 leaves room for --max-phrase-length 8.
     max_align_points: int = 64
     # Feature keys one request may expand to (the upper bound counted before extraction).
     # With ANOVA d=2 a pair costs about (base features)^2 / 2 keys, so this, not
     # --max-pairs, bounds an S8/S9/S14/S15 request's time. The realistic ja-en requests
-    # (every phrase-table option of a test sentence) need at most 40k keys under S15;
-    # 8M admits 200,000 typical S15 pairs and costs about 2 s at 4M keys/s.
+    # (every phrase-table option of a test sentence) need far fewer; 8M admits --max-pairs
+    # typical S15 pairs in seconds (RESULTS, request_limits.py).
     max_keys: int = 8_000_000
     # Result cache: entries and bytes of stored answers per process (either 0 = off).
     cache_size: int = 1024

@@ -29,7 +29,7 @@ base features seen at most `base_threshold` times get no weight (a base feature 
 above both; give `--threshold` too to go below 10). It needs to know which
 columns are pair keys: `train` passes `pair_columns` because `needs_pair_columns` is set.
 Nothing it holds grows with the features seen once: at threshold 0 for every feature,
-Kyoto's 44.7M examples had 273M columns and training ran out of 24 GB (issue 29).
+a Kyoto-sized corpus has hundreds of millions of columns (RESULTS, issue 29).
 This module must not read stores.
 """
 
@@ -258,8 +258,8 @@ class HybridBackoff(ReorderingClassifier):
     def _set_pair_weights(self, steps: int = 8) -> None:
         """w(pair) such that the mean prediction over the pair's rows is the backoff target.
 
-        Every [pairs x K] array is updated in place: at Kyoto's 31.6M pairs each is 758 MB,
-        and the expressions written out held about eight of them at once (issue 29)."""
+        Every [pairs x K] array is updated in place: with tens of millions of pairs each is
+        most of a GB, and the expressions written out held about eight of them (issue 29)."""
         q, c = self.pair_mean_proba_, self.pair_count_
         log_target = c + self.beta_ * q
         log_target /= c.sum(axis=1, keepdims=True) + self.beta_

@@ -12,9 +12,8 @@ halved down to eps), as LIBLINEAR does.
 Which examples leave the active set (`shrinking`):
 - "paper": Algorithm 2 lines 6-7, v_i below the current tolerance. It drops free
   support vectors whose v_i grows again once their neighbours move, so every
-  reactivation finds new violators: on ja-en S7 (C=0.1, eps=0.1) 111 passes and 27
-  full-data equivalents against 48 and 12 for "bound" (CPU time came out about equal
-  there, see benchmarks/RESULTS.md).
+  reactivation finds new violators: more than twice the passes of "bound" for about
+  the same CPU time (benchmarks/RESULTS.md, Training).
 - "bound" (default): the example's classes are all but one pinned at their bound with
   a gradient that keeps them there (LIBLINEAR's test), i.e. eq. 12 holds exactly and
   stays robust to small changes of w. Same optimum, same certificate.
