@@ -58,6 +58,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -152,7 +153,12 @@ HYBRID_SVM = System("hybrid-svm-S6", "External hybrid (svm S6,pair base on all e
                     "S6,pair", ('base="svm"', "rare_max=1000000000"))
 #: The hybrid's base there is the SVM: a maxent base (ja-en's hybrid-S6) costs about 9x the SVM's
 #: CPU at ja-en's 1.46M examples (290 against ~32 s, S6), hours at Kyoto's 44.7M.
-CLASSIFY_MODELS = ("svm-S6", "nb-bayes-S9", "svm-S7", "hybrid-svm-S6", "dual-mlr-S6", "maxent-S6", "hybrid-S6")
+#: Issue 48: svm S6 conditioned on the phrase the decoder places next to each pair (its
+#: boundary words; training/features/neighbour.py), served as context blocks.
+CONTEXT_SVM = System("svm-S6-ctx", "External svm S6 with the neighbouring phrase (context blocks)", "external",
+                     "svm", "S6,neighbour")
+CLASSIFY_MODELS = ("svm-S6", "nb-bayes-S9", "svm-S7", "hybrid-svm-S6", "dual-mlr-S6", "maxent-S6", "hybrid-S6",
+                   "svm-S6-ctx")
 LEXICAL_SERVED = "lexical-served"
 SYSTEMS: dict[str, System] = {s.name: s for s in [
     *AT_DEFAULT_LIMIT,
@@ -164,6 +170,7 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     # Trained for the classification study (CLASSIFY_MODELS) and not planned for tuning on ja-en.
     System("maxent-S6", "External maxent S6", "external", "maxent", "S6"),
     HYBRID_SVM, at_limit(HYBRID_SVM),
+    CONTEXT_SVM, at_limit(CONTEXT_SVM),
     System(LEXICAL_SERVED, "External lexical (Moses's table, served)", "external", "lexical", "pair"),
 ]}
 METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
@@ -381,6 +388,28 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 # --------------------------------------------------------------------------- helpers
 
+#: The bytes eflomal reads as its seed in a reproducible alignment (see seeded_alignment).
+ALIGN_SEED = 2026
+
+
+def seeded_alignment(cmd: list, entropy: Path) -> tuple[list, bool]:
+    """CMD (a `moses-reorder align` command) made reproducible, and whether that was possible.
+
+    eflomal offers no seed: its sampler reads /dev/urandom. Run in a private mount namespace
+    where /dev/urandom is a file of fixed bytes, with one OpenMP thread (two threads schedule
+    its samplers differently on every run), the same corpus gives the same alignment on every
+    machine, so a study's tuned runs stay valid on the system a new machine rebuilds. Needs
+    root and unshare(1); elsewhere CMD is returned as it is and the build differs per machine.
+    """
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return cmd, False
+    if not entropy.is_file():
+        _atomic_write(entropy, np.random.default_rng(ALIGN_SEED).bytes(1 << 20))
+    inner = " ".join(shlex.quote(str(c)) for c in [*cmd, "--threads", "1"])
+    return ["unshare", "-m", "sh", "-c",
+            f"mount --bind {shlex.quote(str(entropy))} /dev/urandom && exec {inner}"], True
+
+
 class Study:
     def __init__(self, args: argparse.Namespace):
         self.moses = Path(args.moses).resolve()
@@ -470,9 +499,10 @@ class Study:
     @property
     def system_id(self) -> str:
         """Which build of the system a run was tuned or decoded on: a digest of the word
-        alignment its phrase table was built from, the one input that is not the same on every
-        machine (eflomal seeds its sampler from the clock, so ja-en-kyoto, aligned here, gives a
-        slightly different system on each new machine; a shipped alignment gives the same one)."""
+        alignment its phrase table was built from, the one input that can differ between
+        machines (ja-en-kyoto is aligned here: the same on every machine where
+        seeded_alignment can fix eflomal's seed, else different on each; a shipped alignment
+        gives the same one everywhere)."""
         return _digest_file(hashlib.sha256(), self.cdir / "aligned.grow-diag-final-and").hexdigest()[:12]
 
     # ------------------------------------------------------------------- step 1: corpus
@@ -526,11 +556,12 @@ class Study:
                             shutil.copyfileobj(fh, out, 1 << 20)
                 os.replace(self.cdir / f"all.{lang}.tmp", self.cdir / f"all.{lang}")
             self.log(f"align: {sum(sizes.values())} pairs (train+dev+test) with moses-reorder align")
+            align = self.python("training.cli", "align", "--src", self.cdir / f"all.{SRC}",
+                                "--tgt", self.cdir / f"all.{TGT}", "--out", self.cdir / "all.align")
+            align, seeded = seeded_alignment(align, self.work / "align.entropy")
             with open(self.work / "align.log", "wb") as log:
-                took = self.measure(self.python("training.cli", "align", "--src", self.cdir / f"all.{SRC}",
-                                                "--tgt", self.cdir / f"all.{TGT}", "--out", self.cdir / "all.align"),
-                                    cwd=REPO, stdout=log, stderr=log)
-            self.mark("align", **took)
+                took = self.measure(align, cwd=REPO, stdout=log, stderr=log)
+            self.mark("align", **took, seeded=seeded)
             self.log(f"align: {took['wall_seconds']:.0f} s wall, {took['cpu_seconds']:.0f} s CPU, "
                      f"peak {took['peak_mb']} MB")
         with open(self.cdir / "all.align", "rb") as fh:

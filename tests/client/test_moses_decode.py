@@ -369,3 +369,57 @@ def test_restarting_the_only_server_with_on_error_default_counts_the_failed_sent
     assert scored_after(run) > 0, "the restarted server was never used again"
     # Every sentence scored by the server is translated as with no failure.
     assert [i for i in compare(reference, run.out) if i not in failed] == []
+
+
+# --------------------------------------------------------------------------- tuning
+TUNE_SENTENCES = 30
+
+
+def _mertdir(tmp_path: Path) -> Path:
+    """Moses's tuning tools beside this project's MegaM stand-in as megam_i686.opt, which
+    mert-moses.pl's PRO runs (it would download MegaM otherwise, which fails offline)."""
+    d = tmp_path / "mertdir"
+    d.mkdir()
+    for tool in ("extractor", "mert", "pro", "kbmira", "evaluator"):
+        (d / tool).symlink_to(MOSES.parent / tool)
+    megam = d / "megam_i686.opt"
+    megam.write_text(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m training.moses.megam \"$@\"\n")
+    megam.chmod(0o755)
+    return d
+
+
+def _tuned_weights(ini_path: Path) -> list[float]:
+    lines = ini_path.read_text(encoding="utf-8").splitlines()
+    line = next(l for l in lines if l.startswith("LexicalReordering0="))
+    return [float(w) for w in line.split("=", 1)[1].split()]
+
+
+@pytest.mark.parametrize("tuner", ["mert", "pro"])
+def test_mert_moses_tunes_the_served_model_with_mert_and_pro(system, server, tuner, tmp_path):
+    """mert-moses.pl, unchanged, tunes a system whose reordering feature is ExternalReordering
+    (svm S6 served, 6 scores): two iterations of MERT, or of PRO with moses-reorder-megam as
+    MegaM. Each iteration decodes the dev set through the server (-show-weights needs none),
+    and the tuned moses.ini carries the feature's own weights, moved off their start."""
+    work, sys_, src = system
+    if not (MOSES.parent / "mert").is_file():
+        pytest.skip("MOSES_DIR has no bin/mert (build Moses's mert//programs for the tuning tests)")
+    scripts = next((p for p in (MOSES.parent.parent / "scripts", MOSES.parent.parent.parent / "scripts")
+                    if (p / "training" / "mert-moses.pl").is_file()), None)
+    assert scripts is not None, f"no scripts/training/mert-moses.pl beside {MOSES.parent}"
+    dev_src, dev_ref = tmp_path / "dev.ja", tmp_path / "dev.en"
+    dev_src.write_text("".join(src.read_text(encoding="utf-8").splitlines(True)[:TUNE_SENTENCES]), encoding="utf-8")
+    refs = (work / "corpus" / "train.en").read_text(encoding="utf-8").splitlines(True)[:TUNE_SENTENCES]
+    dev_ref.write_text("".join(refs), encoding="utf-8")
+    start = ini(sys_, tmp_path / "start.ini", external_line(MODEL, server.address, "svm-S6"), 6)
+    method = ["--pairwise-ranked"] if tuner == "pro" else []
+    run = subprocess.run(["perl", str(scripts / "training" / "mert-moses.pl"), str(dev_src), str(dev_ref),
+                          str(MOSES), str(start), "--mertdir", str(_mertdir(tmp_path)),
+                          "--working-dir", str(tmp_path / "mert"), "--no-filter-phrase-table", "--nbest", "20",
+                          "--maximum-iterations", "2", "--decoder-flags", "-threads 1", *method],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    tuned = _tuned_weights(tmp_path / "mert" / "moses.ini")
+    assert len(tuned) == 6 and tuned != [0.3] * 6
+    if tuner == "pro":  # the stand-in optimised: PRO's pairs went through it
+        assert (tmp_path / "mert" / "run1.pro.data").is_file()
+    assert "ExternalReordering" in (tmp_path / "mert" / "moses.ini").read_text(encoding="utf-8")

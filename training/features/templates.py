@@ -204,7 +204,14 @@ def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tok
 
 
 def extract_keys(batch: PairBatch, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of feature keys: pair p has keys[indptr[p]:indptr[p+1]], sorted and unique."""
+    """CSR of feature keys: pair p has keys[indptr[p]:indptr[p+1]], sorted and unique.
+
+    These are the pair's own features. A spec with neighbour features is refused: their keys
+    depend on the phrase next to the pair (training/features/neighbour.py), so a caller must
+    say which it means (spec.pair_spec for the own block)."""
+    if spec.neighbour:
+        raise ValueError(f"extract_keys: {spec.name} has neighbour features; pass spec.pair_spec "
+                         "and add the neighbour's keys (training.features.neighbour)")
     indptr, full, used = _extract(
         batch.src_tokens, batch.src_offsets, batch.pair_sentence, batch.src_start, batch.src_end,
         batch.tgt_tokens, batch.tgt_offsets, batch.align_src, batch.align_tgt, batch.align_offsets,
