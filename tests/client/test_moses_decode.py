@@ -41,8 +41,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from moses_failover import Watched  # noqa: E402
-from moses_system import (Server, System, compare, complete_table, decode, external_line,  # noqa: E402
+from moses_system import (System, compare, complete_table, decode, external_line,  # noqa: E402
                           lexical_line, n_scores, served_prior)
+from server.local import LocalServer  # noqa: E402
 
 
 def _decoder(name: str) -> Path | None:
@@ -126,7 +127,7 @@ def ini(system_: System, path: Path, line: str, n: int) -> Path:
 @pytest.fixture(scope="module")
 def server(system):
     work = system[0]
-    with Server(work / "repo", log=work / "serve.log") as s:
+    with LocalServer(work / "repo", log=work / "serve.log") as s:
         yield s
 
 
@@ -314,7 +315,7 @@ def scored_after(run: Watched) -> int:
 def test_killing_one_of_two_replicas_loses_no_sentence(system, long_input):
     work, sys_, _ = system
     long_src, reference = long_input
-    with Server(work / "repo") as a, Server(work / "repo") as b:
+    with LocalServer(work / "repo") as a, LocalServer(work / "repo") as b:
         path = ini(sys_, work / "replicas.ini",
                    external_line(MODEL, f"{a.address},{b.address}", MODEL, extra="on-error=default"), 6)
         run = Watched(MOSES, path, long_src, 100, lambda: a.stop(signal.SIGKILL), ("-s", "200"))
@@ -330,7 +331,7 @@ def test_restarting_the_only_server_with_on_error_fail_stops_naming_the_server(s
     work, sys_, _ = system
     long_src, _ = long_input
     timeout_ms = 1500
-    server = Server(work / "repo").start()
+    server = LocalServer(work / "repo").start()
     try:
         path = ini(sys_, work / "fail.ini", external_line(MODEL, server.address, MODEL,
                                                          extra=f"on-error=fail timeout-ms={timeout_ms}"), 6)
@@ -350,7 +351,7 @@ def test_restarting_the_only_server_with_on_error_fail_stops_naming_the_server(s
 def test_restarting_the_only_server_with_on_error_default_counts_the_failed_sentences(system, long_input):
     work, sys_, _ = system
     long_src, reference = long_input
-    server = Server(work / "repo").start()
+    server = LocalServer(work / "repo").start()
 
     def restart() -> None:
         server.stop(signal.SIGKILL)
