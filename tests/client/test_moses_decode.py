@@ -383,7 +383,7 @@ def _mertdir(tmp_path: Path) -> Path:
     mert-moses.pl's PRO runs (it would download MegaM otherwise, which fails offline)."""
     d = tmp_path / "mertdir"
     d.mkdir()
-    for tool in ("extractor", "mert", "pro"):
+    for tool in ("extractor", "mert", "pro", "kbmira", "evaluator"):   # mert-moses.pl wants all five
         (d / tool).symlink_to(BIN / tool)
     megam = d / "megam_i686.opt"
     megam.write_text(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m training.moses.megam \"$@\"\n")
