@@ -30,7 +30,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from moses_system import Server, decode, external_line, moses_binary, n_scores, test_slice
+from moses_system import decode, external_line, moses_binary, n_scores, test_slice
+from server.local import LocalServer  # noqa: E402
 
 RPC = re.compile(r": (\d+) Score RPCs for (\d+) sentences, at most \d+ in flight at once, ([0-9.e+-]+) s of RPC")
 
@@ -68,7 +69,7 @@ def main() -> int:
     wall: dict[tuple[str, str], list[float]] = {}
     rpc: dict[tuple[str, str], list[float]] = {}
     outputs: dict[tuple[str, str], list[str]] = {}
-    with Server(a.models, log=a.work / "context-cost-serve.log") as server:
+    with LocalServer(a.models, log=a.work / "context-cost-serve.log") as server:
         inis = {name: system.ini(a.work / f"context-cost-{name}.ini", external_line(a.type, server.address, model), n)
                 for name, model in models.items()}
         for r in range(a.rounds):

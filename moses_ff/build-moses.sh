@@ -38,7 +38,7 @@ mert//mert mert//extractor mert//evaluator mert//pro mert//kbmira
 phrase-extract//extract phrase-extract//score phrase-extract//consolidate
 phrase-extract/lexical-reordering//lexical-reordering-score"
 CI_TARGETS="moses2//moses2 lm/builder//lmplz lm//build_binary
-mert//mert mert//extractor mert//pro"
+mert//mert mert//extractor mert//evaluator mert//pro mert//kbmira"
 [ "$CI_ONLY" -eq 1 ] && TARGETS=$CI_TARGETS
 
 HASH=$(sha256sum "$TARBALL" | cut -c1-16)

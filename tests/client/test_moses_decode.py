@@ -42,10 +42,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from moses_failover import Watched  # noqa: E402
-from moses_system import (Server, System, compare, complete_table, decode, external_line,  # noqa: E402
+from moses_system import (System, compare, complete_table, decode, external_line,  # noqa: E402
                           lexical_line, n_scores, served_prior)
 from reordering_replay import (expected_values, phrase_table_alignments, read_moses_nbest,  # noqa: E402
                                read_segmented_best, served_blocks)
+from server.local import LocalServer  # noqa: E402
 
 
 def _decoder(name: str) -> Path | None:
@@ -129,7 +130,7 @@ def ini(system_: System, path: Path, line: str, n: int) -> Path:
 @pytest.fixture(scope="module")
 def server(system):
     work = system[0]
-    with Server(work / "repo", log=work / "serve.log") as s:
+    with LocalServer(work / "repo", log=work / "serve.log") as s:
         yield s
 
 
@@ -317,7 +318,7 @@ def scored_after(run: Watched) -> int:
 def test_killing_one_of_two_replicas_loses_no_sentence(system, long_input):
     work, sys_, _ = system
     long_src, reference = long_input
-    with Server(work / "repo") as a, Server(work / "repo") as b:
+    with LocalServer(work / "repo") as a, LocalServer(work / "repo") as b:
         path = ini(sys_, work / "replicas.ini",
                    external_line(MODEL, f"{a.address},{b.address}", MODEL, extra="on-error=default"), 6)
         run = Watched(MOSES, path, long_src, 100, lambda: a.stop(signal.SIGKILL), ("-s", "200"))
@@ -333,7 +334,7 @@ def test_restarting_the_only_server_with_on_error_fail_stops_naming_the_server(s
     work, sys_, _ = system
     long_src, _ = long_input
     timeout_ms = 1500
-    server = Server(work / "repo").start()
+    server = LocalServer(work / "repo").start()
     try:
         path = ini(sys_, work / "fail.ini", external_line(MODEL, server.address, MODEL,
                                                          extra=f"on-error=fail timeout-ms={timeout_ms}"), 6)
@@ -353,7 +354,7 @@ def test_restarting_the_only_server_with_on_error_fail_stops_naming_the_server(s
 def test_restarting_the_only_server_with_on_error_default_counts_the_failed_sentences(system, long_input):
     work, sys_, _ = system
     long_src, reference = long_input
-    server = Server(work / "repo").start()
+    server = LocalServer(work / "repo").start()
 
     def restart() -> None:
         server.stop(signal.SIGKILL)
@@ -385,7 +386,7 @@ def _mertdir(tmp_path: Path) -> Path:
     mert-moses.pl's PRO runs (it would download MegaM otherwise, which fails offline)."""
     d = tmp_path / "mertdir"
     d.mkdir()
-    for tool in ("extractor", "mert", "pro"):
+    for tool in ("extractor", "mert", "pro", "kbmira", "evaluator"):   # mert-moses.pl wants all five
         (d / tool).symlink_to(BIN / tool)
     megam = d / "megam_i686.opt"
     megam.write_text(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m training.moses.megam \"$@\"\n")
@@ -446,7 +447,7 @@ def context_server(system):
         cli("train", "--family", "svm", "--features", "S6,neighbour", "--type", moses_type, "--store",
             str(work / "store"), "--heldout-fraction", "0", "--threshold", "1",
             "--out", str(repo / f"ctx-{moses_type}" / "1" / "model.mrw"))
-    with Server(repo, log=work / "ctx-serve.log") as s:
+    with LocalServer(repo, log=work / "ctx-serve.log") as s:
         yield s
 
 
@@ -543,7 +544,7 @@ def refusing_server(system):
             if not out.is_file():
                 cli("train", "--family", "nb-map", "--features", features, "--type", moses_type, "--store",
                     str(work / "store"), "--heldout-fraction", "0", "--threshold", "1", "--out", str(out))
-    with Server(repo, log=work / "refusing-serve.log", extra=("--max-pairs", "1")) as s:
+    with LocalServer(repo, log=work / "refusing-serve.log", max_pairs=1) as s:
         yield s
 
 

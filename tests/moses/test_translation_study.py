@@ -122,7 +122,7 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
     for i, job in enumerate(jobs):
         if job.kind == "heldout":
             assert f"tune:{job.system}:{job.method}{job.run}" in keys[:i], job.key
-    # every system at limit 12 (ja-en needs it), none at the default 6 (measured on 2026-11-23, RESULTS)
+    # every system at limit 12 (ja-en needs it), none at the default 6 (measured: RESULTS, Translation)
     # (but the hybrid on an SVM base, added for Kyoto's 44.7M examples, issue 29, and the
     # context model of issue 48, both Kyoto's)
     at_12 = {s.name for s in study_mod.SYSTEMS.values() if s.distortion_limit == study_mod.LIMIT}
@@ -148,7 +148,7 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
 
 
 def test_no_instance_attribute_hides_a_method(study):
-    # 2026-11-24: an attribute named like the decode method made every decode fail at run time.
+    # an attribute named like the decode method once made every decode fail at run time
     hidden = [name for name in vars(study) if callable(getattr(type(study), name, None))]
     assert hidden == []
 

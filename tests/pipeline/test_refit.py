@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests" / "client"))
 
-from moses_system import (Server, System, compare, decode, external_line, lexical_line,  # noqa: E402
+from moses_system import (System, compare, decode, external_line, lexical_line,  # noqa: E402
                           n_scores, served_prior)
+from server.local import LocalServer  # noqa: E402
 from test_moses_decode import BIN, MOSES, needs_moses, write_phrase_table  # noqa: E402
 
 N_PAIRS = 600           # corpus slice: the last 60 sentences are held out
@@ -60,7 +61,7 @@ def run(corpus, tmp_path_factory) -> tuple[Path, dict]:
 @pytest.fixture(scope="module")
 def served(run):
     out, _ = run
-    with Server(out / "models", log=out / "serve.log") as server:
+    with LocalServer(out / "models", log=out / "serve.log") as server:
         yield server
 
 

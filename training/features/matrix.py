@@ -5,7 +5,7 @@ sentences (the papers keep features seen more than 10 times) and maps a PairBatc
 CSR rows over those keys. `build_matrix` streams a whole example store through it
 twice (count, then map) and caches the result under STORE/features/ so that several
 trainers reuse one matrix. This module must not extract features itself (it calls
-training/features.py) nor know about labels or families.
+training/features/templates.py) nor know about labels or families.
 
 Both passes are tasks of the shared runner (training/parallel.py: in-process, local
 processes or Dask), over ranges of examples, with memory bounded by `--memory`, never

@@ -3,10 +3,10 @@
 A `FeatureSpec` is what a weight file records so the server extracts exactly the
 features the model was trained on. It names the SVM paper's sets S1..S15 (Table 2) or a
 free combination such as `alignments,context=1,anova=2`. This module only parses and
-prints settings; the extraction itself is in training/features.py.
+prints settings; the extraction itself is in training/features/templates.py.
 
 Template tags are hashed here once (`template_tags`); their strings are part of the
-hash scheme: changing one invalidates every weight file, like training/hashing.py.
+hash scheme: changing one invalidates every weight file, like training/features/hashing.py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Feature extraction: PairBatch -> sorted, de-duplicated 64-bit feature keys per pair.
 
 This is the one implementation of the SVM paper's feature templates (Tables 2 and 3);
-trainers (through training/vocab.py) and the server (through training/model.py) both
+trainers (through training/features/matrix.py) and the server (through
+training/modelfile/model.py) both
 call `extract_keys`, which is what keeps training and serving from drifting apart.
 It must not look at anything outside the PairBatch (no target context, no corpus ids).
 
-Key scheme (pinned in tests/features/test_features.py):
+Key scheme (pinned in tests/features/test_keys_pinned.py):
 - a base feature is `finalize(combine(tag, token))`, or for an alignment
   `finalize(combine(combine(tag_align, f), e))`; context words use a position tag
   (`ctx-2`, `ctx+1`, ...) and the tokens `<s>`/`</s>` past the sentence edges;

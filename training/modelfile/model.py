@@ -47,7 +47,8 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
                 hyperparameters: dict[str, Any] | None = None, corpus_fingerprint: str = "",
                 training_seconds: float = 0.0, extras: dict[str, np.ndarray] | None = None,
                 float16: bool = False, metadata: dict[str, Any] | None = None) -> str:
-    """Validate and write one model file (atomically); return its SHA-256.
+    """Validate and write one model file (atomically); return its SHA-256. What cannot be
+    written is a ModelFileError (exit 4) naming the file, never a half-written file.
 
     `weights` columns are the Moses type's outputs (backward block first). `metadata`
     adds family-specific entries (e.g. a lexical model's smoothing).
@@ -55,21 +56,22 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
     mtype = MosesType.parse(moses_type)
     spec = features if isinstance(features, FeatureSpec) else FeatureSpec.parse(features)
     if link not in LINKS:
-        raise ValueError(f"unknown link {link!r} (registered: {', '.join(sorted(LINKS))})")
+        raise ModelFileError(f"unknown link {link!r} (registered: {', '.join(sorted(LINKS))})", path)
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
     n_out = len(mtype.outputs)
     weights = np.asarray(weights)
     bias = np.asarray(bias, dtype=np.float32)
     if keys.ndim != 1 or (keys.shape[0] > 1 and not np.all(keys[1:] > keys[:-1])):
-        raise ValueError("keys must be a strictly increasing uint64 vector")
+        raise ModelFileError("keys must be a strictly increasing uint64 vector", path)
     if weights.shape != (keys.shape[0], n_out) or bias.shape != (n_out,):
-        raise ValueError(f"weights {weights.shape} / bias {bias.shape} do not match {keys.shape[0]} keys "
-                         f"x {n_out} outputs of {mtype}")
+        raise ModelFileError(f"weights {weights.shape} / bias {bias.shape} do not match {keys.shape[0]} keys "
+                             f"x {n_out} outputs of {mtype}", path)
     if not (np.isfinite(weights).all() and np.isfinite(bias).all()):
-        raise ValueError("weights or bias contain NaN or infinity")
+        raise ModelFileError("weights or bias contain NaN or infinity (the training diverged: see its "
+                             "hyper-parameters)", path)
     weights = weights.astype(np.float16 if float16 else np.float32)
     if float16 and not np.all(np.isfinite(weights)):
-        raise ValueError("weights overflow float16; write them as float32")
+        raise ModelFileError("weights overflow float16; write them as float32", path)
     meta: dict[str, Any] = dict(metadata or {})
     meta.update({
         "format": MODEL_FORMAT, "family": family, "link": link, "moses_type": str(mtype),
@@ -84,7 +86,7 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
     arrays = dict(extras or {})
     for name in ("keys", "weights", "bias"):
         if name in arrays:
-            raise ValueError(f"extra array {name!r} clashes with a model array")
+            raise ModelFileError(f"extra array {name!r} clashes with a model array", path)
     arrays.update(keys=keys, weights=weights, bias=bias)
     return write_weight_file(path, meta, arrays)
 
