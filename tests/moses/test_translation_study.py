@@ -243,6 +243,24 @@ def test_the_record_keeps_each_corpus_apart(tmp_path, corpus):
     assert study_mod.Record(root, corpus, 500).dir != one.dir
 
 
+def test_the_record_of_a_corpus_aligned_here_keeps_each_build_apart(tmp_path, corpus):
+    """ja-en-kyoto ships no alignment: runs tuned on one alignment are not restored into a
+    study of another (issue 48 found issue 29's runs, tuned on a build that is gone, being
+    restored and decoded as if they were the new build's)."""
+    root = tmp_path / "record"
+    builds = iter(["5d62f18576f3", "5cba8c2cf309"])
+    old = study_mod.Record(root, corpus, 0, build=lambda: next(builds))
+    new = study_mod.Record(root, corpus, 0, build=lambda: next(builds))
+    assert old.dir.name.endswith("-heldout0-5d62f18576f3") and new.dir.name.endswith("-heldout0-5cba8c2cf309")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tuned.ini").write_text("[weight]\nLM0= 0.5\n", encoding="utf-8")
+    old.save(run, "lexical-dl12/pro1")
+    assert not new.restore(tmp_path / "restored", "lexical-dl12/pro1")
+    assert old.restore(tmp_path / "restored", "lexical-dl12/pro1")
+    assert study_mod.Record(root, corpus, 0).dir.name.endswith("-heldout0")  # a shipped alignment: no build
+
+
 def test_the_record_of_a_share_alike_corpus_keeps_weights_not_outputs(tmp_path, corpus, study):
     """ja-en-kyoto is CC BY-SA 3.0 (its README says so): translations of it are derived data and
     stay out of the repository; its record keeps the tuned weights and the timings."""
