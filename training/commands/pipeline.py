@@ -21,11 +21,11 @@ def run(args: argparse.Namespace) -> int:
     if args.stray_corpus is not None:  # `pipeline DIR`: argparse alone would say "unrecognized arguments"
         raise UsageError(f"the corpus is an option: moses-reorder pipeline --corpus {args.stray_corpus} ...")
     if not args.quiet:
-        from training.jitcache import FIRST_RUN_NOTE, is_cold
+        from training.jitcache import FIRST_RUN_NOTE, cache_root, is_cold
         from training.moses.extract import extract_block
 
         if is_cold(extract_block):
-            print(f"pipeline: {FIRST_RUN_NOTE}", file=sys.stderr)
+            print(f"pipeline: {FIRST_RUN_NOTE.format(root=cache_root())}", file=sys.stderr)
     families = None if args.families is None else [f.strip() for f in args.families.split(",") if f.strip()]
     result = run_pipeline(Path(args.corpus), Path(args.out), src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                           moses_type=args.type, features=args.features, families=families, name=args.name,

@@ -181,7 +181,7 @@ def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tok
         m = _base_keys(p, src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tokens,
                        tgt_offsets, align_src, align_tgt, align_offsets, words, boundaries, alignments,
                        pair, source, context, tags, base)
-        m = _sort_unique(base, 0, m)
+        m = _sort_unique(base, np.int64(0), m)  # not the literal 0: one signature, compiled once
         start = bound[p]
         e = start
         if anova_low <= 1:
