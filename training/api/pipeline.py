@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from training.errors import InputError, UsageError
-from training.modelfile.layout import publish
+from training.modelfile.layout import SERVED_DIR, publish
 
 from training import defaults
 
@@ -131,7 +131,7 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
                           progress=progress)
     store = ExampleStore.open(store_dir)
     refit = refit and rows[0]["split"]["heldout_sentences"] > 0
-    models_root, evaluated_root = out / "models", out / EVALUATED_DIR
+    models_root, evaluated_root = out / SERVED_DIR, out / EVALUATED_DIR
     for row in rows:
         row["evaluated_sentences"] = trained_sentences(Path(row["model"]))
     if refit:

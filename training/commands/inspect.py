@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "inspect", help="print a weight file's metadata, schema and sizes",
+        "inspect",
         description="Load a weight file as the server does (checksum, schema checks) and print its "
                     "metadata, classes, outputs, feature count and array sizes. Exit codes: 0 ok, 4 bad file.")
     p.add_argument("model", help="weight file")

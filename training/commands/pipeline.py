@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "pipeline", help="the main job: extract, Moses table, train every family, evaluate, publish",
+        "pipeline",
         description="Extract phrase pairs with Moses's orientation classes, write Moses's lexicalized "
                     "table, train every model family, evaluate them on held-out sentences, refit each "
                     "on all sentences and publish the refit models into a model repository that "
