@@ -34,6 +34,7 @@ import os
 import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -226,6 +227,24 @@ def is_cold(dispatcher) -> bool:
     except AttributeError:
         return False
     return not os.path.exists(index)
+
+
+class CompileClock:
+    """Seconds numba spent compiling inside a `compiling()` block (outermost compiles, so a
+    kernel's callees are not counted twice)."""
+
+    seconds = 0.0
+
+
+@contextmanager
+def compiling():
+    """Measure numba's compiling in the block: a first run's figures then say what is the
+    work and what is the one-time compile (numba.core.event's "numba:compile" timer)."""
+    from numba.core import event
+
+    clock = CompileClock()
+    with event.install_timer("numba:compile", lambda seconds: setattr(clock, "seconds", seconds)):
+        yield clock
 
 
 def readonly(array):

@@ -119,8 +119,7 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
             shutil.rmtree(created, ignore_errors=True)
         raise
 
-    jumps = jump_profile(files.align)
-    log(f"pipeline: {limit_advice(jumps)}")
+    jumps = jump_profile(files.align)  # its advice ends the summary: said once, at the end
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
     build_table(ExampleStore.open(store_dir), mtype, table, jobs=defaults.JOBS)
@@ -157,7 +156,10 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
            "distortion_limit": jumps.recommend(), "distortion_advice": limit_advice(jumps),
            "embedded_corpus": str(defaults.EMBEDDED_CORPUS)}
     report, report_path = write_reports(out, run, started)
+    from training.eval.report import terminal_summary
+
     return {"rows": rows, "report": report, "report_path": str(report_path), "index": str(out / REPORT_INDEX),
+            "summary": terminal_summary(run, out / REPORT_INDEX),
             "models_root": str(models_root), "table": str(table), "store": str(store_dir), "refit": refit,
             "decoding_model": decoding, "moses_ini_line": run["moses_ini_line"],
             "serve_command": serve_command, "distortion_limit": run["distortion_limit"],
@@ -186,13 +188,14 @@ def refit_all(store_dir: Path, rows: list[dict[str, Any]], refit_dir: Path, mtyp
     import time
 
     from training.api.train import train_model
+    from training.eval.report import features_label
     from training.modelfile.container import read_weight_file
 
     refit_dir.mkdir(parents=True, exist_ok=True)
     for row in rows:
         meta = read_weight_file(row["model"]).metadata
         path = refit_dir / Path(row["model"]).name
-        log(f"pipeline: refitting {row['family']} ({meta['features']}) on all {n_sentences:,} sentences")
+        log(f"pipeline: refitting {row['family']} ({features_label(meta['features'])}) on all {n_sentences:,} sentences")
         started = time.perf_counter()
         trained = train_model(store_dir, family=row["family"], moses_type=str(mtype), out=path,
                               features=meta["features"], threshold=meta["threshold"], heldout_fraction=0.0,

@@ -32,10 +32,10 @@ def run(args: argparse.Namespace) -> int:
                           max_phrase_length=args.max_phrase_length, heldout_fraction=args.heldout_fraction,
                           refit=not args.no_refit, log=lambda line: print(line, file=sys.stderr),
                           progress=not args.quiet)
-    # The report ends with what decoding needs (serve command, moses.ini line, distortion
-    # limit); it is printed once, and where it is kept goes to stderr with the stage lines.
+    # stdout: the summary a person reads at the end (the families' accuracy, then what decoding
+    # needs, each said once); the wide tables are in the report file, named there and on stderr.
     print(f"pipeline: report -> {result['report_path']} (every run: {result['index']})", file=sys.stderr)
-    print(result["report"])
+    print(result["summary"], end="")
     return 0
 
 
