@@ -11,8 +11,10 @@ clone again, into a new OUT), then B (the second clone: it should compile nothin
 records numba's compile events (numba.core.event "numba:compile") and prints its wall
 seconds, the seconds spent compiling (sum of the outermost compiles) and how many functions
 were compiled, with the load average at start and end; the cold run lists its most costly
-kernels, each with the time of its compile including the callees it compiled. `--help`
-is timed in clone A after the pipeline runs (median of --help-runs fresh processes).
+kernels, each with the CPU time of its compile including the callees it compiled. Wall and
+CPU seconds are given for each run: on a shared machine CPU seconds are the steadier figure.
+`--help` is timed in clone A after the pipeline runs, beside `python3 -c pass` (medians of
+--help-runs fresh processes each).
 What it must not do: assert anything, or time anything but the commands a user runs.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,11 +38,11 @@ CHILD = r"""
 import json, sys, time
 from numba.core import event
 records, stack = [], []
-class Recorder(event.Listener):
+class Recorder(event.Listener):  # CPU seconds of this process: less noisy than wall time on a shared machine
     def on_start(self, ev):
-        stack.append(time.perf_counter())
+        stack.append(time.process_time())
     def on_end(self, ev):
-        seconds = time.perf_counter() - stack.pop()
+        seconds = time.process_time() - stack.pop()
         f = ev.data["dispatcher"].py_func
         records.append({"name": f"{f.__module__}.{f.__qualname__}", "seconds": seconds, "depth": len(stack)})
 event.register("numba:compile", Recorder())
@@ -54,18 +57,24 @@ def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run_pipeline(clone: Path, out: Path, env: dict[str, str], events: Path) -> tuple[float, list[dict]]:
-    started = time.perf_counter()
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_pipeline(clone: Path, out: Path, env: dict[str, str], events: Path) -> tuple[float, float, list[dict]]:
+    """(wall seconds, CPU seconds, compile events) of one `pipeline` run."""
+    started, cpu = time.perf_counter(), children_cpu()
     subprocess.run([sys.executable, "-c", CHILD, str(events), "pipeline", "--out", str(out), "--quiet"],
                    cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started, json.loads(events.read_text())
+    return time.perf_counter() - started, children_cpu() - cpu, json.loads(events.read_text())
 
 
-def summary(name: str, wall: float, records: list[dict], before: str) -> None:
+def summary(name: str, wall: float, cpu: float, records: list[dict], before: str) -> None:
     outer = [r for r in records if r["depth"] == 0]
     ours = sum(1 for r in records if r["name"].startswith(("training.", "server.")))
-    print(f"{name:<22} {wall:6.1f} s wall, {sum(r['seconds'] for r in outer):5.1f} s compiling, "
-          f"{ours} of our functions compiled ({len(records)} with numba's own); "
+    print(f"{name:<20} {wall:6.1f} s wall, {cpu:6.1f} s CPU of which {sum(r['seconds'] for r in outer):5.1f} "
+          f"compiling, {ours} of our functions compiled ({len(records)} with numba's own); "
           f"load {before} -> {load()}")
 
 
@@ -92,20 +101,23 @@ def main() -> None:
         cold = None
         for i, (label, clone) in enumerate(runs):
             before = load()
-            wall, records = run_pipeline(clones[clone], tmp / f"out-{i}", env, tmp / f"events-{i}.json")
-            summary(label, wall, records, before)
+            wall, cpu, records = run_pipeline(clones[clone], tmp / f"out-{i}", env, tmp / f"events-{i}.json")
+            summary(label, wall, cpu, records, before)
             cold = cold or records
-        print(f"\ncold run's costliest compiles (seconds, callees compiled with them included):")
+        print("\ncold run's costliest compiles (CPU seconds, the callees compiled with them included):")
         for r in sorted((r for r in cold if r["depth"] == 0), key=lambda r: -r["seconds"])[:args.top]:
             print(f"  {r['seconds']:5.1f}  {r['name']}")
-        times = []
-        for _ in range(args.help_runs):
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "training.cli", "--help"], cwd=clones["A"], env=env, check=True,
-                           stdout=subprocess.DEVNULL)
-            times.append(time.perf_counter() - started)
-        print(f"\nmoses-reorder --help: median {statistics.median(times):.2f} s of {args.help_runs} "
-              f"(min {min(times):.2f}); load average {load()} at end")
+        for label, argv in (("moses-reorder --help", ["-m", "training.cli", "--help"]),
+                            ("python3 -c pass (the interpreter alone)", ["-c", "pass"])):
+            walls, cpus = [], []
+            for _ in range(args.help_runs):
+                started, cpu = time.perf_counter(), children_cpu()
+                subprocess.run([sys.executable, *argv], cwd=clones["A"], env=env, check=True, stdout=subprocess.DEVNULL)
+                walls.append(time.perf_counter() - started)
+                cpus.append(children_cpu() - cpu)
+            print(f"{label}: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU "
+                  f"({args.help_runs} runs)")
+        print(f"load average {load()} at end")
 
 
 if __name__ == "__main__":
