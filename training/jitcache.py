@@ -26,11 +26,11 @@ numba's caching module as it is imported. This module never compiles anything.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import importlib.abc
 import importlib.machinery
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -65,24 +65,31 @@ def _module_file(root: str, name: str) -> str | None:
     return None
 
 
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n]+)", re.M)
+
+
 @lru_cache(maxsize=None)
 def _imports(root: str, name: str) -> tuple[str, ...]:
-    """This package's modules that module `name` imports (absolute or relative, anywhere in it)."""
+    """This package's modules that module `name` imports (absolute or relative, anywhere in
+    it). Read with two regular expressions, not by parsing: this runs on every start-up, for
+    every kernel module; a match inside a string only adds a module to the digest."""
     path = _module_file(root, name)
-    tree = ast.parse(Path(path).read_bytes(), filename=path)
+    text = Path(path).read_text(encoding="utf-8")
     package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                anchor = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{anchor}.{base}" if base else anchor
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from pkg import module`
+    for line in _IMPORT.findall(text):
+        found.update(part.split()[0] for part in line.split("#")[0].split(",") if part.strip())
+    for base, names in _FROM_IMPORT.findall(text):
+        if base.startswith("."):
+            level = len(base) - len(base.lstrip("."))
+            parts = package.split(".")
+            anchor = ".".join(parts[: len(parts) - level + 1])
+            base = f"{anchor}.{base.lstrip('.')}" if base.lstrip(".") else anchor
+        found.add(base)
+        for part in names.strip("()").split("#")[0].split(","):  # `from pkg import module`
+            if part.split():
+                found.add(f"{base}.{part.split()[0]}")
     return tuple(sorted(n for n in found if n.partition(".")[0] in PACKAGES and _module_file(root, n)))
 
 
@@ -139,6 +146,7 @@ def _seed(source: Path, target: Path) -> None:
             os.replace(tmp, dest)
 
 
+@lru_cache(maxsize=None)
 def cache_folder(root: str, module: str) -> Path | None:
     """The folder numba keeps `module`'s kernels in, made writable; None when none can be."""
     name = f"{module}-{source_digest(root, module)[:16]}"

@@ -188,6 +188,26 @@ def task_runner(jobs: int | None = 1, scheduler: str | None = None) -> Iterator[
         runner.close()
 
 
+@contextmanager
+def alongside(fn: Callable[[T], R], task: T, *, jobs: int | None = 1) -> Iterator[Callable[[], R]]:
+    """Run fn(task) in a spawned worker process while the block runs, and yield a function that
+    waits for its result (raising its exception). With one job it runs here, before the block:
+    the same result, one after the other. For an independent stage that can overlap another
+    on a second core (pipeline: the Moses table beside the experiment, each compiling its own
+    kernels on a first run)."""
+    if resolve_jobs(jobs) < 2:
+        result = fn(task)
+        yield lambda: result
+        return
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
+        future = pool.submit(fn, task)
+        try:
+            yield future.result
+        finally:
+            future.cancel()
+
+
 def _ordered(submit: Callable[[Callable, Any], Any], fn: Callable, tasks: list, window: int) -> Iterator:
     """Submit through `submit(fn, task) -> future` keeping `window` in flight; results in order."""
     pending = iter(tasks)

@@ -90,9 +90,10 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     from training.eval.studies import run_experiment
     from training.families import FAMILIES, get_family
     from training.features.spec import FeatureSpec
-    from training.moses.distortion import jump_profile, limit_advice
-    from training.moses.table import build_table
+    from training.moses.distortion import limit_advice
+    from training.moses.table import WORKER_EXAMPLES as TABLE_WORKER_EXAMPLES
     from training.moses.types import MosesType
+    from training.parallel import alongside
     from training.store.examples import ExampleStore
 
     # Everything that can refuse the input is checked before --out is created, or (the
@@ -119,16 +120,19 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
             shutil.rmtree(created, ignore_errors=True)
         raise
 
-    jumps = jump_profile(files.align)  # its advice ends the summary: said once, at the end
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
-    build_table(ExampleStore.open(store_dir), mtype, table, jobs=defaults.JOBS)
-
-    runs = out / "runs"
-    rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],
-                          moses_type=str(mtype), heldout_fraction=heldout_fraction, log=log,
-                          progress=progress)
     store = ExampleStore.open(store_dir)
+    # The table and the distortion advice need only the store and the alignments: when the table
+    # is small enough to be one process's work, they run beside the experiment on another core.
+    beside = defaults.JOBS if store.n_examples < TABLE_WORKER_EXAMPLES else 1
+    runs = out / "runs"
+    with alongside(table_and_jumps, (str(files.align), str(store_dir), str(mtype), str(table)),
+                   jobs=beside) as table_done:
+        rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],
+                              moses_type=str(mtype), heldout_fraction=heldout_fraction, log=log,
+                              progress=progress)
+        jumps = table_done()  # its advice ends the summary: said once, at the end
     refit = refit and rows[0]["split"]["heldout_sentences"] > 0
     models_root, evaluated_root = out / SERVED_DIR, out / EVALUATED_DIR
     for row in rows:
@@ -164,6 +168,19 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
             "decoding_model": decoding, "moses_ini_line": run["moses_ini_line"],
             "serve_command": serve_command, "distortion_limit": run["distortion_limit"],
             "distortion_advice": run["distortion_advice"]}
+
+
+def table_and_jumps(task: tuple[str, str, str, str]):
+    """Task: Moses's lexicalized table of the store (align, store, type, out) and the corpus's
+    jump profile (training.moses.distortion), which the distortion advice is read from."""
+    from training.moses.distortion import jump_profile
+    from training.moses.table import build_table
+    from training.moses.types import MosesType
+    from training.store.examples import ExampleStore
+
+    align, store_dir, moses_type, table = task
+    build_table(ExampleStore.open(store_dir), MosesType.parse(moses_type), Path(table), jobs=defaults.JOBS)
+    return jump_profile(Path(align))
 
 
 REPORT_INDEX = "report.md"
