@@ -90,6 +90,7 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     from training.eval.studies import run_experiment
     from training.families import FAMILIES, get_family
     from training.features.spec import FeatureSpec
+    from training.features.templates import kernel_cached, warm_up
     from training.moses.distortion import limit_advice
     from training.moses.table import WORKER_EXAMPLES as TABLE_WORKER_EXAMPLES
     from training.moses.types import MosesType
@@ -112,9 +113,13 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
     created = next((d for d in reversed([out, *out.parents]) if not d.exists()), None)  # topmost new dir
     store_dir = out / "store"
+    # A first run compiles the feature kernel on a second core while this one compiles extraction.
+    warm = 1 if kernel_cached() else defaults.JOBS
     try:
         out.mkdir(parents=True, exist_ok=True)
-        ensure_store(files, store_dir, mtype.extract_model, max_phrase_length, log, progress)
+        with alongside(warm_up, None, jobs=warm) as warmed:
+            ensure_store(files, store_dir, mtype.extract_model, max_phrase_length, log, progress)
+            warmed()
     except BaseException:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
