@@ -14,7 +14,7 @@ were compiled, with the load average at start and end; the cold run lists its mo
 kernels, each with the CPU time of its compile including the callees it compiled. Wall and
 CPU seconds are given for each run: on a shared machine CPU seconds are the steadier figure.
 `--help` is timed in clone A after the pipeline runs, beside `python3 -c pass` (medians of
---help-runs fresh processes each).
+--help-runs fresh processes each: wall and CPU seconds, and peak RSS from wait4).
 What it must not do: assert anything, or time anything but the commands a user runs.
 """
 
@@ -109,14 +109,18 @@ def main() -> None:
             print(f"  {r['seconds']:5.1f}  {r['name']}")
         for label, argv in (("moses-reorder --help", ["-m", "training.cli", "--help"]),
                             ("python3 -c pass (the interpreter alone)", ["-c", "pass"])):
-            walls, cpus = [], []
+            walls, cpus, peaks = [], [], []
             for _ in range(args.help_runs):
-                started, cpu = time.perf_counter(), children_cpu()
-                subprocess.run([sys.executable, *argv], cwd=clones["A"], env=env, check=True, stdout=subprocess.DEVNULL)
+                started = time.perf_counter()
+                child = subprocess.Popen([sys.executable, *argv], cwd=clones["A"], env=env, stdout=subprocess.DEVNULL)
+                _, status, usage = os.wait4(child.pid, 0)  # this process's own figures, not every child's
+                child.returncode = os.waitstatus_to_exitcode(status)
+                assert child.returncode == 0, (label, child.returncode)
                 walls.append(time.perf_counter() - started)
-                cpus.append(children_cpu() - cpu)
-            print(f"{label}: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU "
-                  f"({args.help_runs} runs)")
+                cpus.append(usage.ru_utime + usage.ru_stime)
+                peaks.append(usage.ru_maxrss / 1024)
+            print(f"{label}: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU, "
+                  f"peak RSS {statistics.median(peaks):.0f} MiB ({args.help_runs} runs)")
         print(f"load average {load()} at end")
 
 
