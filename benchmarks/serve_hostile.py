@@ -51,9 +51,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -68,6 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server.api import SERVICE_NAME, pb, pb_grpc  # noqa: E402
+from server.local import LocalServer, free_port  # noqa: E402
 from training.modelfile.model import write_model  # noqa: E402
 from training.modelfile.request import arrays_from_strings  # noqa: E402
 
@@ -87,37 +86,29 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-SLICES_FLAGS = ("--cache-size", "0", "--max-message-mb", "64")  # what --part slices runs every server with
+SLICES = {"cache_size": 0, "max_message_mb": 64}  # what --part slices runs every server with
 
 
-class Server:
-    def __init__(self, tree: Path, models: Path, *extra: str):
-        env = dict(os.environ, PYTHONPATH=str(tree))
-        self.proc = subprocess.Popen([sys.executable, "-m", "training.cli", "serve", "--models", str(models),
-                                      "--host", "127.0.0.1", "--port", "0", "--poll-seconds", "0", *extra],
-                                     cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
-        for line in self.proc.stderr:
-            event = json.loads(line) if line.startswith("{") else {}
-            if event.get("event") == "listening":
-                self.port = event["port"]
-                break
-        self.events: collections.Counter = collections.Counter()  # JSON log lines by event name
+class Server(LocalServer):
+    """`serve` from TREE's code (the baseline checkout or this one; server.local), started, with
+    a channel for large messages, warmed by one request."""
 
-        def drain():
-            for line in self.proc.stderr:
-                self.events[json.loads(line).get("event") if line.startswith("{") else "(not json)"] += 1
-
-        threading.Thread(target=drain, daemon=True).start()
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}",
-                                             options=[("grpc.max_receive_message_length", 64 << 20),
-                                                      ("grpc.max_send_message_length", 64 << 20)])
+    def __init__(self, tree: Path, models: Path, **settings):
+        super().__init__(models, tree=tree, poll_seconds=0, **settings)
+        self.start()
+        self.channel = grpc.insecure_channel(self.address, options=[("grpc.max_receive_message_length", 64 << 20),
+                                                                    ("grpc.max_send_message_length", 64 << 20)])
         self.stub = pb_grpc.ReorderingScorerStub(self.channel)
         self.stub.Score(request(1, 1), timeout=120)  # warm
 
-    def stop(self) -> float:
+    def event_counts(self) -> collections.Counter:
+        """Its JSON log lines by event name."""
+        return collections.Counter(e.get("event") for e in self.events)
+
+    def stop(self, *args, **kwargs) -> float:
+        """Seconds from SIGTERM to exit."""
         started = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(300)
+        super().stop(timeout=300)
         self.channel.close()
         return time.monotonic() - started
 
@@ -142,9 +133,9 @@ def busy_after_abandoned(stub, req, give_up: float) -> tuple[str, float]:
     return call(stub, request(1, 1), 600)
 
 
-def scenarios(name: str, tree: Path, models: Path, flags: list[str], long_pairs: int) -> None:
+def scenarios(name: str, tree: Path, models: Path, settings: dict, long_pairs: int) -> None:
     quad = request(1, 64)
-    server = Server(tree, models, *SLICES_FLAGS, *flags)
+    server = Server(tree, models, **SLICES, **settings)
     before = peak_rss_mib(server.proc.pid)
     code, seconds = call(server.stub, quad, 600)
     print(f"{name}: 1 quadratic request ({len(quad.SerializeToString()) / 1024:.0f} KB): {code} in {seconds:.2f} s, "
@@ -156,7 +147,7 @@ def scenarios(name: str, tree: Path, models: Path, flags: list[str], long_pairs:
               f"in {seconds:.2f} s")
     server.stop()
 
-    server = Server(tree, models, *SLICES_FLAGS, "--grace-seconds", "2", *flags)
+    server = Server(tree, models, **SLICES, grace_seconds=2, **settings)
     big = request(long_pairs, 7)
     outcome = []
     t = threading.Thread(target=lambda: outcome.append(call(server.stub, big, 600)))
@@ -238,8 +229,8 @@ def metric_sum(port: int, name: str) -> float:
 
 def malformed_scenario(name: str, tree: Path, models: Path) -> None:
     requests = malformed(np.random.default_rng(31))
-    metrics_port = _free_port()
-    server = Server(tree, models, "--metrics-port", str(metrics_port))
+    metrics_port = free_port()
+    server = Server(tree, models, metrics_port=metrics_port)
     counted_before = metric_sum(metrics_port, "moses_reorder_requests_total")
     codes: collections.Counter = collections.Counter()
     for method, raw in requests:
@@ -250,7 +241,7 @@ def malformed_scenario(name: str, tree: Path, models: Path) -> None:
             codes[(method, exc.code().name)] += 1
     counted = metric_sum(metrics_port, "moses_reorder_requests_total") - counted_before
     time.sleep(0.5)
-    logged = sum(n for event, n in server.events.items() if event in ("request_refused", "request_failed"))
+    logged = sum(n for event, n in server.event_counts().items() if event in ("request_refused", "request_failed"))
     alive = call(server.stub, request(1, 1), 60)[0]
     server.stop()
     internal = sum(n for (_, code), n in codes.items() if code == "INTERNAL")
@@ -258,14 +249,6 @@ def malformed_scenario(name: str, tree: Path, models: Path) -> None:
     print(f"{name}: {len(requests)} malformed requests (admin off): INTERNAL {internal}; counted in "
           f"requests_total {counted:.0f}; log lines {logged} (refusals are logged at most 10 a second per "
           f"method and code); a good Score afterwards: {alive}; by method {by_method}")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def maximal_requests(tree: Path, work: Path, corpus: Path) -> dict[str, bytes]:
@@ -397,10 +380,10 @@ def main() -> int:
                         weights=rng.normal(size=(keys.shape[0], 6)).astype(np.float32),
                         bias=np.zeros(6, np.float32), features=features, threshold=0)
         if args.part in ("slices", "both"):
-            scenarios("baseline", args.baseline, models, [], args.long_pairs)
-            scenarios("this tree", ROOT, models, [], args.long_pairs)
+            scenarios("baseline", args.baseline, models, {}, args.long_pairs)
+            scenarios("this tree", ROOT, models, {}, args.long_pairs)
             scenarios("this tree, limits raised", ROOT, models,
-                      ["--max-align-points", "5000", "--max-keys", str(10 ** 9)], args.long_pairs)
+                      {"max_align_points": 5000, "max_keys": 10 ** 9}, args.long_pairs)
         if args.part in ("hostile", "both"):
             args.work.mkdir(parents=True, exist_ok=True)
             hostile("baseline", args.baseline, models, args.work, args.corpus)

@@ -47,6 +47,7 @@ from server.repository import ModelRepository, ModelSnapshot, ServedModel, Unkno
 from server.wire import locate_decode_error
 
 _PROBABILITIES_TAG = bytes([(4 << 3) | 2])  # ScoreResponse.probabilities, length-delimited
+_CONTEXT_TAGS = tuple(bytes([(f << 3) | 2]) for f in (5, 6, 7))  # scores, neighbour, boundary
 # Score works through a request in slices of consecutive pairs of about this many feature
 # keys (0.05-0.15 s each at the 1.6-4M keys/s measured here; a real sentence is one slice)
 # and checks between slices that the client still waits and the server is not past its
@@ -96,14 +97,19 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def score_response_bytes(served: ServedModel, probabilities: np.ndarray) -> bytes:
-    """Serialized ScoreResponse: the small fields via protobuf, the floats as raw bytes."""
+def score_response_bytes(served: ServedModel, probabilities: np.ndarray | tuple[np.ndarray, ...]) -> bytes:
+    """Serialized ScoreResponse: the small fields via protobuf, the floats as raw bytes
+    (probabilities, or a context model's scores, neighbour and boundary blocks)."""
     head = pb.ScoreResponse(model=served.name, version=served.version,
                             outputs=served.schema.outputs).SerializeToString()
-    data = np.ascontiguousarray(probabilities, dtype="<f4").tobytes()
-    if not data:
-        return head
-    return b"".join((head, _PROBABILITIES_TAG, _varint(len(data)), data))
+    parts = [head]
+    blocks = zip(_CONTEXT_TAGS, probabilities) if isinstance(probabilities, tuple) else \
+        [(_PROBABILITIES_TAG, probabilities)]
+    for tag, array in blocks:
+        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+        if data:
+            parts += [tag, _varint(len(data)), data]
+    return b"".join(parts)
 
 
 def model_info(snapshot: ModelSnapshot, served: ServedModel | None) -> pb.ModelInfo:
@@ -123,6 +129,8 @@ def model_info(snapshot: ModelSnapshot, served: ServedModel | None) -> pb.ModelI
         info.version = served.version
         info.family = served.family
         info.metadata_json = served.metadata_json
+    if schema is not None:
+        info.context = schema.context
     return info
 
 
@@ -290,8 +298,16 @@ class ReorderingService:
             remaining = context.time_remaining()
             return not self._cancel_all.is_set() and context.is_active() and (remaining is None or remaining > 0)
 
+        if served.schema.context and not request.context_blocks:
+            raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION,
+                             f"model {served.name!r} conditions on the phrase the decoder places next to each pair: "
+                             "its answer is context blocks, which a client asks for with context_blocks "
+                             "(ExternalReordering built from moses_ff/ since issue 48 does)")
         started = time.perf_counter()
-        probabilities = served.model.predict_proba_sliced(batch, bounds, limits.slice_keys, keep_going)
+        if served.schema.context:
+            probabilities = served.model.context_blocks_sliced(batch, bounds, limits.slice_keys, keep_going)
+        else:
+            probabilities = served.model.predict_proba_sliced(batch, bounds, limits.slice_keys, keep_going)
         if probabilities is not None and bounds[-1] >= limits.slice_keys:  # long enough to time
             self.fastest_keys_per_second = max(self.fastest_keys_per_second,
                                                float(bounds[-1]) / max(time.perf_counter() - started, 1e-9))
