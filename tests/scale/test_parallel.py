@@ -49,11 +49,12 @@ def test_leaving_alongside_s_block_early_ends_its_worker_at_once():
     wait for that compile)."""
     import multiprocessing
 
+    others = set(multiprocessing.active_children())  # a module's Dask cluster has some
     started = time.monotonic()
     with pytest.raises(KeyError), alongside(time.sleep, 60, jobs=2):
         raise KeyError("the block failed")
-    assert time.monotonic() - started < 20
-    assert not multiprocessing.active_children()
+    assert time.monotonic() - started < 30
+    assert not set(multiprocessing.active_children()) - others
 
 
 def test_dask_local_cluster_keeps_task_order(dask_cluster):

@@ -32,10 +32,11 @@ def training_lines(training: dict[str, Any]) -> list[str]:
     ex = training.get("examples") or {}
     lines = [f"training      {_num(ex.get('fit'), ',')} fit / {_num(ex.get('calibration'), ',')} calibration / "
              f"{_num(ex.get('heldout'), ',')} held-out examples (held-out fraction "
-             f"{_num(training.get('heldout_fraction'), 'g')}), {_num(training.get('train_seconds'), '.1f')} s to fit and calibrate "
+             f"{_num(training.get('heldout_fraction'), 'g')})",
+             f"  time        {_num(training.get('train_seconds'), '.1f')} s to fit and calibrate "
              f"(the report's Time; features {_num(training.get('feature_seconds'), '.1f')} s; numba compiling "
-             f"{_num(training.get('compile_seconds'), '.1f')} s more), "
-             f"peak memory {_num((training.get('peak_memory_bytes') or 0) / 2**20, '.0f')} MiB, "
+             f"{_num(training.get('compile_seconds'), '.1f')} s more)",
+             f"  memory      peak {_num((training.get('peak_memory_bytes') or 0) / 2**20, '.0f')} MiB, "
              f"BLAS threads {_num(training.get('blas_threads'), 'd')}"]
     selection = training.get("selection")
     if selection:
