@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from training.errors import InputError
+from training.errors import AddressError, InputError
 
 from server.api import SERVICE_NAME
 from server.cache import ResultCache
@@ -147,13 +147,13 @@ class ScoringServer:
         except RuntimeError:
             port = 0
         if port == 0:
-            raise InputError(f"cannot listen on {o.host}:{o.port} (address in use or not local?) (--host/--port)")
+            raise AddressError(f"cannot listen on {o.host}:{o.port} (address in use or not local?) (--host/--port)")
         if o.metrics_port is not None:
             metrics_host = o.metrics_host or o.host
             try:
                 self.metrics.serve_http(o.metrics_port, metrics_host)
             except OSError as exc:
-                raise InputError(f"cannot serve metrics on {metrics_host}:{o.metrics_port}: {exc} "
+                raise AddressError(f"cannot serve metrics on {metrics_host}:{o.metrics_port}: {exc} "
                                  "(--metrics-host/--metrics-port)") from None
         server.start()
         self._server = server

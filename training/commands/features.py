@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "features", help="build and cache the feature matrix of an example store",
+        "features",
         description="Extract feature keys (the SVM paper's templates S1..S15 or a combination such as "
                     "alignments,context=1,anova=2), keep those seen more than --threshold times and cache "
                     "the CSR matrix under STORE/features/. Exit codes: 0 ok, 2 usage, 3 bad input.")
