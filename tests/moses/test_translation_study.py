@@ -365,8 +365,9 @@ def test_an_unaligned_corpus_is_aligned_once_with_dev_and_test_then_split(tmp_pa
     assert (c / "all.align").stat().st_mtime_ns == stamp
     took = json.loads((study.work / "state" / "align.done").read_text())
     assert took["cpu_seconds"] > 0 and took["peak_mb"] > 0
-    # the record is named by the files as shipped (.xz), with nothing held out
-    assert study.record.dir.name.startswith("kyoto-like-") and study.record.dir.name.endswith("-heldout0")
+    # the record is named by the files as shipped (.xz), with nothing held out, and the build
+    assert study.record.dir.name.startswith("kyoto-like-")
+    assert study.record.dir.name.endswith(f"-heldout0-{study.system_id}")
 
 
 def test_articles_plan_tunes_lexical_with_both_tuners_first_then_one_tuner_at_the_chosen_limit():
