@@ -11,40 +11,39 @@ all checked before the work they bound), the cache and metrics, and must not com
 itself. A request is scored in slices of about SLICE_KEYS keys, and between slices the
 handler stops when its client is gone or the server's shutdown grace period is over.
 
-Every handler runs inside `_guarded`, and every RPC takes raw bytes (no gRPC deserializer,
-whose failure would be an uncounted, unlogged INTERNAL "Exception deserializing
-request!": issue 31). The guard refuses an admin RPC while admin is off before reading
-anything, refuses a call whose deadline passed while it waited for a thread, then parses
-(`parse_request`: INVALID_ARGUMENT naming the message, field and byte); Score parses
-itself, after its cache lookup, with the same function, and does not start scoring a
-request that cannot finish before its deadline (`_check_time_left`). Whatever goes wrong in one call
-becomes a status code for that call (INTERNAL naming only the exception type for the
-unexpected; the details and any server path go to the log, never to a client), counted
-under its method and code, never a dead server. Refusals are logged at a bounded rate.
+Every handler runs behind server.guard (receive timeout, admission, parsing, status codes,
+counting, logging); Score parses itself, after its cache lookup, with the same
+`parse_request`, and does not start scoring a request that cannot finish before its
+deadline (`_check_time_left`). Score runs on the event loop when its feature keys fit in
+INLINE_KEYS (every realistic sentence: handing it to a thread costs more than scoring it)
+and in the `--threads` pool otherwise, where the numba kernels release the GIL and the loop
+goes on answering other calls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import grpc
 import numpy as np
-from google.protobuf.message import DecodeError, Message
 
 from training.errors import InputError
+from training.features.batch import PairBatch
 from training.modelfile.request import ARRAY_FIELDS, batch_from_request_arrays
 
 from server.api import SERVICE_NAME, pb
 from server.cache import ResultCache
-from server.logs import RefusalLog, log_event
+from server.guard import Guard, RpcFailure, parse_request
+from server.logs import log_event
 from server.metrics import ServerMetrics
 from server.repository import ModelRepository, ModelSnapshot, ServedModel, UnknownModel, VersionNotLoaded
-from server.wire import locate_decode_error
 
 _PROBABILITIES_TAG = bytes([(4 << 3) | 2])  # ScoreResponse.probabilities, length-delimited
 # Score works through a request in slices of consecutive pairs of about this many feature
@@ -52,26 +51,10 @@ _PROBABILITIES_TAG = bytes([(4 << 3) | 2])  # ScoreResponse.probabilities, lengt
 # and checks between slices that the client still waits and the server is not past its
 # shutdown grace period. A slice is at least one pair: --max-align-points keeps a pair small.
 SLICE_KEYS = 1 << 18
-
-
-class RpcFailure(Exception):
-    """Ends one call with a status code and a message naming what was wrong."""
-
-    def __init__(self, code: grpc.StatusCode, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def parse_request(raw: bytes, message_type: type[Message]) -> Message:
-    """Request bytes -> message; bytes that are not one are INVALID_ARGUMENT naming the
-    message and, where the wire format allows, the field and byte that are wrong."""
-    try:
-        return message_type.FromString(raw)
-    except DecodeError as exc:
-        name = message_type.DESCRIPTOR.name
-        why = locate_decode_error(raw, message_type.DESCRIPTOR) or str(exc).rpartition(": ")[2]
-        raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, f"request: not a valid {name}: {why}") from None
+# A request of at most this many feature keys (upper bound) is scored on the event loop:
+# 2-20 ms of work at most at the speeds above, while a realistic ja-en sentence needs 4k
+# keys under S7 and 40k under S15 (benchmarks/request_limits.py). Larger ones go to the pool.
+INLINE_KEYS = 1 << 16
 
 
 def arrays_from_message(request: pb.ScoreRequest) -> dict:
@@ -126,24 +109,6 @@ def model_info(snapshot: ModelSnapshot, served: ServedModel | None) -> pb.ModelI
     return info
 
 
-class _CountingHandler(grpc.GenericRpcHandler):
-    """The service's methods, counting every call that arrives (`received`). gRPC asks
-    this before it applies --max-concurrent-rpcs, and a call it refuses there never reaches
-    a handler: received minus answered (`requests`) is what was refused at the door or is
-    still in flight."""
-
-    def __init__(self, handlers: dict[str, grpc.RpcMethodHandler], metrics: ServerMetrics):
-        self._handlers = {f"/{SERVICE_NAME}/{name}": (name, h) for name, h in handlers.items()}
-        self._metrics = metrics
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        found = self._handlers.get(handler_call_details.method)
-        if found is None:
-            return None
-        self._metrics.received.labels(found[0]).inc()
-        return found[1]
-
-
 @dataclass(frozen=True)
 class ScoreLimits:
     """What one Score request may cost (defaults: server.options.ServeOptions). Checked in
@@ -154,21 +119,34 @@ class ScoreLimits:
     max_keys: int          # upper bound of feature keys of the whole request (key_bounds)
     max_source_tokens: int  # the sentence; checked with the pairs, before any per-token work
     slice_keys: int = SLICE_KEYS
+    inline_keys: int = INLINE_KEYS
+
+
+@dataclass
+class _ScoreJob:
+    """A parsed, admitted Score request, ready to be scored on the loop or in the pool."""
+
+    request: pb.ScoreRequest
+    served: ServedModel
+    batch: PairBatch
+    bounds: np.ndarray
+    digest: bytes | None
+    abandoned: bool = False  # the client went away while the job waited or ran in the pool
 
 
 class ReorderingService:
-    """Handlers of one server process; thread-safe (shared by the gRPC thread pool)."""
+    """Handlers of one server process. Called on its event loop, except `_finish` of large
+    requests, which runs in the pool; the state they share is thread-safe."""
 
     def __init__(self, repository: ModelRepository, *, metrics: ServerMetrics, cache: ResultCache,
-                 limits: ScoreLimits, enable_admin: bool = False, on_reload: Callable[[], None] | None = None):
+                 limits: ScoreLimits, pool: Executor | None = None, on_reload: Callable[[], None] | None = None):
         self.repository = repository
         self.metrics = metrics
         self.cache = cache
         self.limits = limits
-        self.enable_admin = enable_admin
+        self.pool = pool  # None: every request is scored on the loop
         self.on_reload = on_reload  # e.g. tell sibling worker processes to rescan too
         self._cancel_all = threading.Event()
-        self.refusals = RefusalLog()
         # keys/s of the fastest Score of at least one slice so far (0 = none yet): Score's
         # estimate of whether a deadline can be met errs towards starting the work
         self.fastest_keys_per_second = 0.0
@@ -177,58 +155,15 @@ class ReorderingService:
         """Every running Score stops at its next slice (the server's grace period is over)."""
         self._cancel_all.set()
 
-    # -- wiring --------------------------------------------------------------------------
-    def generic_handler(self) -> grpc.GenericRpcHandler:
-        """Every method takes raw bytes and parses inside its guard (module docstring)."""
-        def method(name: str, handler: Callable, request_type: type[Message] | None, admin: bool = False):
-            # Score (request_type None) parses itself and returns serialized bytes.
-            serializer = None if request_type is None else (lambda message: message.SerializeToString())
-            return grpc.unary_unary_rpc_method_handler(self._guarded(name, handler, request_type, admin),
-                                                       response_serializer=serializer)
-
-        handlers = {
-            "Score": method("Score", self.score, None),
-            "GetModel": method("GetModel", self.get_model, pb.GetModelRequest),
-            "ListModels": method("ListModels", self.list_models, pb.ListModelsRequest),
-            "Reload": method("Reload", self.reload, pb.ReloadRequest, admin=True),
+    def handlers(self, guard: Guard) -> dict[str, grpc.RpcMethodHandler]:
+        """The four RPCs by full method path, each behind `guard` (server.guard)."""
+        prefix = f"/{SERVICE_NAME}/"
+        return {
+            prefix + "Score": guard.unary("Score", self.score, None, serialize=False),  # bytes both ways
+            prefix + "GetModel": guard.unary("GetModel", self.get_model, pb.GetModelRequest),
+            prefix + "ListModels": guard.unary("ListModels", self.list_models, pb.ListModelsRequest),
+            prefix + "Reload": guard.unary("Reload", self.reload, pb.ReloadRequest, admin=True),
         }
-        return _CountingHandler(handlers, self.metrics)
-
-    def _guarded(self, method: str, handler: Callable, request_type: type[Message] | None,
-                 admin: bool) -> Callable:
-        metrics = self.metrics
-        refusals = self.refusals
-
-        def call(raw: bytes, context: grpc.ServicerContext):
-            started = time.perf_counter()
-            code = grpc.StatusCode.OK
-            try:
-                if admin and not self.enable_admin:
-                    raise RpcFailure(grpc.StatusCode.PERMISSION_DENIED,
-                                     f"{method} is an admin RPC; start the server with --enable-admin to allow it")
-                if context.time_remaining() <= 0 or not context.is_active():  # it waited past its deadline
-                    expired = context.time_remaining() <= 0
-                    raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED,
-                                     f"{'deadline passed' if expired else 'client cancelled'} before the server "
-                                     f"could start this {method} call")
-                request = raw if request_type is None else parse_request(raw, request_type)
-                return handler(request, context)
-            except RpcFailure as failure:
-                code = failure.code
-                refusals.refused(method, code.name, failure.message)
-                context.abort(failure.code, failure.message)
-            except Exception as exc:  # never let one request take the server down
-                code = grpc.StatusCode.INTERNAL
-                log_event(logging.ERROR, "request_failed", exc_info=True, method=method,
-                          error=str(exc), error_type=type(exc).__name__)
-                # the details (paths, internals) stay in the server's log
-                context.abort(code, f"internal error in {method} ({type(exc).__name__}); the server "
-                                    "logged the details")
-            finally:
-                metrics.requests.labels(method, code.name).inc()
-                metrics.latency.labels(method).observe(time.perf_counter() - started)
-
-        return call
 
     def _snapshot(self, name: str) -> ModelSnapshot:
         if not name:
@@ -245,13 +180,21 @@ class ReorderingService:
             raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
 
     # -- RPCs ----------------------------------------------------------------------------
-    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+    def score(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes | asyncio.Future:
+        """The answer's bytes, or (a request too large to score on the loop) an awaitable of them."""
         digest = None
         if self.cache.enabled:
             digest = hashlib.blake2b(raw, digest_size=16).digest()
             hit = self._cached(digest)
             if hit is not None:
                 return hit
+        job = self._prepare(raw, digest, context)
+        if self.pool is None or int(job.bounds[-1]) <= self.limits.inline_keys:
+            return self._finish(job, context)
+        return self._in_pool(job, context)
+
+    def _prepare(self, raw: bytes, digest: bytes | None, context: grpc.aio.ServicerContext) -> _ScoreJob:
+        """Parse and check a request against every limit, each before the work it bounds."""
         request = parse_request(raw, pb.ScoreRequest)
         served = self._resolve(self._snapshot(request.model), request.version)  # held to the end
         limits = self.limits
@@ -283,16 +226,28 @@ class ReorderingService:
                              f"span_start: these {n_pairs} phrase pairs expand to up to {int(bounds[-1])} feature "
                              f"keys under the model's features ({served.model.spec}); the server's limit is "
                              f"{limits.max_keys} per request (--max-keys): send fewer pairs per request")
-
         self._check_time_left(context, n_pairs, int(bounds[-1]))
+        return _ScoreJob(request, served, batch, bounds, digest)
 
-        def keep_going() -> bool:  # asked between slices of pairs
+    async def _in_pool(self, job: _ScoreJob, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.pool, self._finish, job, context)
+        except asyncio.CancelledError:
+            job.abandoned = True  # the pool thread stops at its next slice
+            raise
+
+    def _finish(self, job: _ScoreJob, context: grpc.aio.ServicerContext) -> bytes:
+        """Score the job's pairs slice by slice; between slices, stop if nobody waits any more."""
+        served, bounds, n_pairs = job.served, job.bounds, len(job.request.span_start)
+
+        def keep_going() -> bool:
             remaining = context.time_remaining()
-            return not self._cancel_all.is_set() and context.is_active() and (remaining is None or remaining > 0)
+            return not (self._cancel_all.is_set() or job.abandoned or (remaining is not None and remaining <= 0))
 
         started = time.perf_counter()
-        probabilities = served.model.predict_proba_sliced(batch, bounds, limits.slice_keys, keep_going)
-        if probabilities is not None and bounds[-1] >= limits.slice_keys:  # long enough to time
+        probabilities = served.model.predict_proba_sliced(job.batch, bounds, self.limits.slice_keys, keep_going) \
+            if keep_going() else None
+        if probabilities is not None and bounds[-1] >= self.limits.slice_keys:  # long enough to time
             self.fastest_keys_per_second = max(self.fastest_keys_per_second,
                                                float(bounds[-1]) / max(time.perf_counter() - started, 1e-9))
         if probabilities is None:  # nobody is waiting for the answer any more
@@ -302,21 +257,21 @@ class ReorderingService:
             code = grpc.StatusCode.UNAVAILABLE if self._cancel_all.is_set() else grpc.StatusCode.DEADLINE_EXCEEDED
             raise RpcFailure(code, f"{reason} before scoring finished")
         body = score_response_bytes(served, probabilities)
-        if digest is not None:
+        if job.digest is not None:
             self.metrics.cache_misses.inc()
-            self.cache.put(digest, (served.name, request.version, served.version, n_pairs, body))
+            self.cache.put(job.digest, (served.name, job.request.version, served.version, n_pairs, body))
             self.metrics.cache_bytes.set(self.cache.nbytes)
         self.metrics.pairs.labels(served.name).inc(n_pairs)
         return body
 
-    def _check_time_left(self, context: grpc.ServicerContext, n_pairs: int, keys: int) -> None:
+    def _check_time_left(self, context: grpc.aio.ServicerContext, n_pairs: int, keys: int) -> None:
         """A Score that cannot finish before its deadline even at the fastest speed this
         server has scored at (keys counted before extraction, an upper bound) is not
         started: DEADLINE_EXCEEDED now, rather than work cut off at the deadline."""
-        rate = self.fastest_keys_per_second
-        if not rate:
-            return  # nothing timed yet: no estimate
-        needs, left = keys / rate, context.time_remaining()
+        rate, left = self.fastest_keys_per_second, context.time_remaining()
+        if not rate or left is None:
+            return  # nothing timed yet, or no deadline: no estimate needed
+        needs = keys / rate
         if needs > left:
             raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED,
                              f"not started: these {n_pairs} phrase pairs expand to up to {keys} feature keys, "
@@ -339,17 +294,17 @@ class ReorderingService:
         self.metrics.pairs.labels(name).inc(n_pairs)
         return body
 
-    def get_model(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.ModelInfo:
+    def get_model(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
         snapshot = self._snapshot(request.model)
         if request.version == 0:
             return model_info(snapshot, snapshot.newest)
         return model_info(snapshot, self._resolve(snapshot, request.version))
 
-    def list_models(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> pb.ListModelsResponse:
+    def list_models(self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext) -> pb.ListModelsResponse:
         return pb.ListModelsResponse(models=[model_info(s, s.newest) for s in self.repository.snapshots()])
 
-    def reload(self, request: pb.ReloadRequest, context: grpc.ServicerContext) -> pb.ReloadResponse:
-        """Admin only: the guard refuses it, before parsing, unless --enable-admin."""
+    def reload(self, request: pb.ReloadRequest, context: grpc.aio.ServicerContext) -> pb.ReloadResponse:
+        """Admin only: the guard refuses it, before reading it, unless --enable-admin."""
         try:
             snapshots = self.repository.scan(request.model or None)
         except UnknownModel as exc:

@@ -53,8 +53,10 @@ def register(subparsers) -> None:
                    help="give worker i its own port (PORT+i) instead of sharing one; clients then balance "
                         "every RPC with round_robin over the addresses")
     flag("threads", int, "RPC threads per process")
-    flag("max-concurrent-rpcs", int, "RPCs a process holds at once, running or waiting for a thread; one more "
-                                     "is refused at once (RESOURCE_EXHAUSTED)")
+    flag("max-concurrent-rpcs", int, "calls a process works on at once, from their request message to their "
+                                     "answer; one more is refused at once (RESOURCE_EXHAUSTED)")
+    flag("receive-timeout-seconds", float, "end a call that has not sent its request message within S seconds "
+                                           "(DEADLINE_EXCEEDED); such a call holds no thread meanwhile")
     flag("poll-seconds", float, "rescan the repository every S seconds (0 = never)")
     p.add_argument("--enable-admin", action="store_true", help="allow the Reload RPC")
     flag("metrics-port", int, "serve Prometheus /metrics on this port", shown="off")
@@ -102,6 +104,12 @@ def _check(args: argparse.Namespace) -> None:
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
         if path is not None and not path.is_file():
             raise InputError(f"not a readable file ({flag})", path)
+    if args.tls_cert is not None:
+        from server.tls import read_tls_pair
+
+        read_tls_pair(args.tls_cert, args.tls_key)  # a bad file is refused here, before any worker starts
+    if not args.receive_timeout_seconds > 0:
+        raise UsageError(f"--receive-timeout-seconds must be > 0, got {args.receive_timeout_seconds}")
 
 
 def _options(args: argparse.Namespace, **overrides):
@@ -161,6 +169,7 @@ def _worker_argv(args: argparse.Namespace, port: int, ready_fd: int) -> list[str
     argv = [sys.executable, "-m", "training.cli", "serve",
             "--models", str(args.models), "--host", args.host, "--port", str(port),
             "--threads", str(args.threads), "--max-concurrent-rpcs", str(args.max_concurrent_rpcs),
+            "--receive-timeout-seconds", str(args.receive_timeout_seconds),
             "--poll-seconds", str(args.poll_seconds), "--max-source-tokens", str(args.max_source_tokens),
             "--max-pairs", str(args.max_pairs), "--max-message-mb", str(args.max_message_mb),
             "--max-align-points", str(args.max_align_points), "--max-keys", str(args.max_keys),
