@@ -15,9 +15,9 @@ Every handler runs behind server.guard (receive timeout, admission, parsing, sta
 counting, logging); Score parses itself, after its cache lookup, with the same
 `parse_request`, and does not start scoring a request that cannot finish before its
 deadline (`_check_time_left`). Score runs on the event loop when its feature keys fit in
-INLINE_KEYS (every realistic sentence: handing it to a thread costs more than scoring it)
-and in the `--threads` pool otherwise, where the numba kernels release the GIL and the loop
-goes on answering other calls.
+INLINE_KEYS and its message in INLINE_BYTES (every realistic sentence: handing it to a
+thread costs more than scoring it), and in the `--threads` pool otherwise, where the numba
+kernels release the GIL and the loop goes on answering other calls.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -55,6 +55,9 @@ SLICE_KEYS = 1 << 18
 # 2-20 ms of work at most at the speeds above, while a realistic ja-en sentence needs 4k
 # keys under S7 and 40k under S15 (benchmarks/request_limits.py). Larger ones go to the pool.
 INLINE_KEYS = 1 << 16
+# A request message larger than this is parsed in the pool too: a realistic sentence's is
+# at most 14 KB (benchmarks/request_limits.py), and parsing a 4 MiB one would hold the loop.
+INLINE_BYTES = 1 << 16
 
 
 def arrays_from_message(request: pb.ScoreRequest) -> dict:
@@ -120,6 +123,7 @@ class ScoreLimits:
     max_source_tokens: int  # the sentence; checked with the pairs, before any per-token work
     slice_keys: int = SLICE_KEYS
     inline_keys: int = INLINE_KEYS
+    inline_bytes: int = INLINE_BYTES
 
 
 @dataclass
@@ -131,7 +135,6 @@ class _ScoreJob:
     batch: PairBatch
     bounds: np.ndarray
     digest: bytes | None
-    abandoned: bool = False  # the client went away while the job waited or ran in the pool
 
 
 class ReorderingService:
@@ -180,18 +183,30 @@ class ReorderingService:
             raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
 
     # -- RPCs ----------------------------------------------------------------------------
-    def score(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes | asyncio.Future:
-        """The answer's bytes, or (a request too large to score on the loop) an awaitable of them."""
+    def score(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes | Awaitable[bytes]:
+        """The answer's bytes, or (a request too large to handle on the loop) an awaitable of them."""
+        if self.pool is not None and len(raw) > self.limits.inline_bytes:
+            return self._in_pool(self._score, raw, context)
+        job = self._begin(raw, context)
+        if isinstance(job, bytes):
+            return job
+        if self.pool is None or int(job.bounds[-1]) <= self.limits.inline_keys:
+            return self._finish(job, context)
+        return self._in_pool(self._finish, job, context)
+
+    def _score(self, raw: bytes, context: grpc.aio.ServicerContext, gone: threading.Event | None = None) -> bytes:
+        job = self._begin(raw, context)
+        return job if isinstance(job, bytes) else self._finish(job, context, gone)
+
+    def _begin(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes | _ScoreJob:
+        """The cached answer to these bytes, or the request parsed and checked."""
         digest = None
         if self.cache.enabled:
             digest = hashlib.blake2b(raw, digest_size=16).digest()
             hit = self._cached(digest)
             if hit is not None:
                 return hit
-        job = self._prepare(raw, digest, context)
-        if self.pool is None or int(job.bounds[-1]) <= self.limits.inline_keys:
-            return self._finish(job, context)
-        return self._in_pool(job, context)
+        return self._prepare(raw, digest, context)
 
     def _prepare(self, raw: bytes, digest: bytes | None, context: grpc.aio.ServicerContext) -> _ScoreJob:
         """Parse and check a request against every limit, each before the work it bounds."""
@@ -229,20 +244,24 @@ class ReorderingService:
         self._check_time_left(context, n_pairs, int(bounds[-1]))
         return _ScoreJob(request, served, batch, bounds, digest)
 
-    async def _in_pool(self, job: _ScoreJob, context: grpc.aio.ServicerContext) -> bytes:
+    async def _in_pool(self, work: Callable, *args) -> bytes:
+        """work(*args, gone) in the pool; `gone` is set when this call's handler is cancelled
+        (its client went away), and the work stops at its next slice."""
+        gone = threading.Event()
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.pool, self._finish, job, context)
+            return await asyncio.get_running_loop().run_in_executor(self.pool, work, *args, gone)
         except asyncio.CancelledError:
-            job.abandoned = True  # the pool thread stops at its next slice
+            gone.set()
             raise
 
-    def _finish(self, job: _ScoreJob, context: grpc.aio.ServicerContext) -> bytes:
+    def _finish(self, job: _ScoreJob, context: grpc.aio.ServicerContext, gone: threading.Event | None = None) -> bytes:
         """Score the job's pairs slice by slice; between slices, stop if nobody waits any more."""
         served, bounds, n_pairs = job.served, job.bounds, len(job.request.span_start)
 
         def keep_going() -> bool:
             remaining = context.time_remaining()
-            return not (self._cancel_all.is_set() or job.abandoned or (remaining is not None and remaining <= 0))
+            return not (self._cancel_all.is_set() or (gone is not None and gone.is_set())
+                        or (remaining is not None and remaining <= 0))
 
         started = time.perf_counter()
         probabilities = served.model.predict_proba_sliced(job.batch, bounds, self.limits.slice_keys, keep_going) \
@@ -303,10 +322,13 @@ class ReorderingService:
     def list_models(self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext) -> pb.ListModelsResponse:
         return pb.ListModelsResponse(models=[model_info(s, s.newest) for s in self.repository.snapshots()])
 
-    def reload(self, request: pb.ReloadRequest, context: grpc.aio.ServicerContext) -> pb.ReloadResponse:
-        """Admin only: the guard refuses it, before reading it, unless --enable-admin."""
+    async def reload(self, request: pb.ReloadRequest, context: grpc.aio.ServicerContext) -> pb.ReloadResponse:
+        """Admin only: the guard refuses it, before reading it, unless --enable-admin. The scan
+        (loading new versions: reading, checksums, warm-up) runs on a thread of the loop's
+        own executor, so the loop goes on answering meanwhile."""
         try:
-            snapshots = self.repository.scan(request.model or None)
+            snapshots = await asyncio.get_running_loop().run_in_executor(
+                None, self.repository.scan, request.model or None)
         except UnknownModel as exc:
             raise RpcFailure(grpc.StatusCode.NOT_FOUND, str(exc)) from None
         if self.on_reload is not None:
