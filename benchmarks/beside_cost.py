@@ -38,7 +38,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from moses_system import Server, decode, external_line, filter_table, load_seconds, source_ngrams
+from moses_system import decode, external_line, filter_table, load_seconds, source_ngrams
+from server.local import LocalServer  # noqa: E402
 from translation import beside_as_one_weights, feature_value, read_ini, weight_values, write_ini
 
 DECODING = re.compile(r"Decoding took ([0-9.]+)")
@@ -113,7 +114,7 @@ def main() -> int:
     src = out / f"test.{a.sentences}.ja"
     lines = (a.work / "corpus" / "test.ja").read_text(encoding="utf-8").splitlines()[:a.sentences]
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    server = Server(a.work / "models", log=out / "serve.log").start() if a.beside_weights else None
+    server = LocalServer(a.work / "models", log=out / "serve.log").start() if a.beside_weights else None
     try:
         base = filtered_base(a.work, a.lexical_run, lines, out)
         configs = inis(base, a.work / "runs" / a.lexical_run / "tuned.ini", a.beside_weights, a.model,

@@ -50,6 +50,7 @@ from training.features.batch import pair_slice                  # noqa: E402
 from training.features.matrix import SUB_BATCH_PAIRS            # noqa: E402
 from training.features.templates import extract_keys, pair_keys  # noqa: E402
 from training.modelfile.model import LoadedModel, load_model    # noqa: E402
+from training.eval.evaluate import example_probabilities       # noqa: E402
 from training.moses.types import MosesType, class_labels        # noqa: E402
 from training.store.examples import ExampleStore                # noqa: E402
 
@@ -111,7 +112,7 @@ def score(store: ExampleStore, model: LoadedModel, table: LoadedModel) -> dict[s
         parts["strings"] += pair_strings(store, chunk)
         for a in range(0, chunk.batch.n_pairs, SUB_BATCH_PAIRS):
             batch = pair_slice(chunk.batch, a, min(a + SUB_BATCH_PAIRS, chunk.batch.n_pairs))
-            parts["model"].append(model.predict_proba(batch))
+            parts["model"].append(example_probabilities(model, store, chunk, a, a + batch.n_pairs))
             indptr, keys = extract_keys(batch, table.spec)
             parts["table"].append(table.predict_proba_keys(indptr, keys))
             parts["seen"].append(table.scores(indptr, keys)[1] > 0)   # its pair key is a table row

@@ -33,7 +33,8 @@ import threading
 import time
 from pathlib import Path
 
-from moses_system import ROOT, Server, compare, decode, external_line, moses_binary, n_scores, test_slice
+from moses_system import ROOT, compare, decode, external_line, moses_binary, n_scores, test_slice
+from server.local import LocalServer  # noqa: E402
 
 TEST = ROOT.parent / "shared" / "data" / "ja-en" / "test.ja"
 SCORED = re.compile(r"^Line (\d+): \S+ scored \d+ translation options in one RPC")
@@ -74,7 +75,7 @@ class Watched:
 
 
 def scenario_replicas(moses, system, work, src, models, model, moses_type, after, flags, reference):
-    with Server(models, log=work / "serve-a.log") as a, Server(models, log=work / "serve-b.log") as b:
+    with LocalServer(models, log=work / "serve-a.log") as a, LocalServer(models, log=work / "serve-b.log") as b:
         ini = system.ini(work / "replicas.ini", external_line(moses_type, f"{a.address},{b.address}", model,
                                                                extra="on-error=default timeout-ms=5000"),
                          reference.n_scores)
@@ -88,7 +89,7 @@ def scenario_replicas(moses, system, work, src, models, model, moses_type, after
 
 def scenario_restart(moses, system, work, src, models, model, moses_type, after, flags, reference, on_error,
                      down: float, timeout_ms: int):
-    server = Server(models, log=work / f"serve-{on_error}.log").start()
+    server = LocalServer(models, log=work / f"serve-{on_error}.log").start()
     restarted = threading.Event()
 
     def restart() -> None:
@@ -129,7 +130,7 @@ def scenario_restart(moses, system, work, src, models, model, moses_type, after,
 def scenario_hung(moses, system, work, src, models, model, moses_type, after, flags, reference, timeout_ms: int):
     """The only server stops answering (SIGSTOP: the port stays open, nothing replies):
     with on-error=fail the RPC must give up at its deadline, timeout-ms."""
-    server = Server(models, log=work / "serve-hung.log").start()
+    server = LocalServer(models, log=work / "serve-hung.log").start()
     ini = system.ini(work / "hung.ini", external_line(moses_type, server.address, model,
                                                       extra=f"on-error=fail timeout-ms={timeout_ms}"), reference.n_scores)
     run = Watched(moses, ini, src, after, lambda: server.proc.send_signal(signal.SIGSTOP), flags)
@@ -178,7 +179,7 @@ def main() -> None:
     work = args.work
     lines, src, system = test_slice(args.test, args.sentences, work, args.phrase_table, args.lm, args.table_limit)
     flags = tuple(args.moses_flags.split())
-    with Server(args.models, log=work / "serve-ref.log") as server:
+    with LocalServer(args.models, log=work / "serve-ref.log") as server:
         ini = system.ini(work / "reference.ini", external_line(args.type, server.address, args.model), n_scores(args.type))
         reference = decode(moses, ini, src, 1, flags)
     if reference.returncode != 0 or len(reference.lines) != len(lines):

@@ -38,8 +38,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from moses_system import (ROOT, Server, System, compare, complete_table, decode, external_line, filter_table,
+from moses_system import (ROOT, System, compare, complete_table, decode, external_line, filter_table,
                           lexical_line, moses_binary, other_spelling, served_prior, source_ngrams)
+from server.local import LocalServer  # noqa: E402
 
 TEST = ROOT.parent / "shared" / "data" / "ja-en" / "test.ja"
 ALL_TYPES = [f"{k}-{o}-{d}-{lang}" for k, o, d, lang in itertools.product(
@@ -136,7 +137,7 @@ def main() -> None:
         return {"lines": out.read_text(encoding="utf-8").splitlines(), **json.loads(meta.read_text())}
 
     sides = ("lexical", "external") if args.side == "both" else (args.side,)
-    with Server(work / "repo", log=work / "serve.log") as server:
+    with LocalServer(work / "repo", log=work / "serve.log") as server:
         for moses_type in args.types:
             if moses_type in done:
                 continue

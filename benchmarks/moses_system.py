@@ -2,8 +2,8 @@
 the real decoder (moses_identity.py, moses_threads.py, moses_failover.py).
 
 What it is for: writing moses.ini files that differ only in the reordering feature,
-filtering tables to a test set, running `moses-reorder serve` on loopback and `moses` on
-a test set, and timing them. What it must not do: build Moses or its tables (the phrase
+filtering tables to a test set, running `moses` on a test set (the server beside it is
+server.local.LocalServer), and timing them. What it must not do: build Moses or its tables (the phrase
 table, the LM and the Moses build come from the user; MOSES-NOTES.md section 8), or
 contain anything of Moses's own.
 """
@@ -14,7 +14,6 @@ import gzip
 import os
 import re
 import resource
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from training.moses.ini import feature_line, n_scores, parse_feature_line  # noqa: E402,F401 (n_scores: for the scripts)
 from training.moses.types import MosesType  # noqa: E402
 
 MAX_PHRASE = 7  # train-model.perl's extract limit
@@ -93,12 +93,6 @@ def complete_table(table: Path, out: Path, lines: list[str], phrase_table: Path,
     return len(unknown)
 
 
-def n_scores(moses_type: str) -> int:
-    """Moses's GetNumScoreComponents for a type (collapseff: one per direction)."""
-    t = MosesType.parse(moses_type)
-    return len(t.directions) * (1 if t.collapse else len(t.classes))
-
-
 def other_spelling(moses_type: str) -> str:
     """Another spelling Moses accepts for the same type: parts reversed, `-allff` added,
     `wbe` left out (Moses's default kind), `backward` as `unidirectional`."""
@@ -159,23 +153,18 @@ def test_slice(test: Path, n: int, work: Path, phrase_table: Path, lm: Path, tab
     return lines, src, System(pt, lm, table_limit=table_limit)
 
 
-def factors(moses_type: str) -> str:
-    """An `-f` table has no target field: Moses reads one whenever output-factor is set."""
-    return "input-factor=0" + (" output-factor=0" if MosesType.parse(moses_type).language == "fe" else "")
-
-
 def lexical_line(moses_type: str, table: Path, default_scores: str | None = None) -> str:
-    line = (f"LexicalReordering name=LexicalReordering0 num-features={n_scores(moses_type)} "
-            f"type={moses_type} {factors(moses_type)} path={table}")
-    return line + (f" default-scores={default_scores}" if default_scores else "")
+    """Moses's own feature on TABLE (training.moses.ini, the one line builder)."""
+    return feature_line(moses_type, "LexicalReordering", path=table, default_scores=default_scores)
 
 
 def external_line(moses_type: str, server: str, model: str, default_scores: str | None = None,
                   extra: str = "", name: str = "LexicalReordering0", n: int | None = None) -> str:
-    line = (f"ExternalReordering name={name} num-features={n or n_scores(moses_type)} "
-            f"type={moses_type} {factors(moses_type)} server={server} model={model}")
-    line += f" default-scores={default_scores}" if default_scores else ""
-    return line + (f" {extra}" if extra else "")
+    """ExternalReordering asking SERVER for MODEL; EXTRA: more `key=value` words (path= makes
+    it Moses2's table-and-model feature, with twice the scores)."""
+    keys = parse_feature_line("ExternalReordering " + extra)[1]
+    return feature_line(moses_type, "ExternalReordering", name=name, num_features=n, server=server, model=model,
+                        default_scores=default_scores, **keys)
 
 
 @dataclass
@@ -220,68 +209,6 @@ def load_seconds(stderr: str) -> float:
     prints no per-sentence 'Translation took', so its decode time is the wall minus this)."""
     loaded = re.search(r"(?:Created input-output object|Loaded) : \[([0-9.]+)\] seconds", stderr)
     return float(loaded.group(1)) if loaded else 0.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`moses-reorder serve` on loopback (this checkout's code), stopped with SIGTERM."""
-
-    def __init__(self, models: Path, port: int | None = None, workers: int = 1, extra: tuple[str, ...] = (),
-                 log: Path | None = None):
-        self.models, self.workers, self.extra = models, workers, extra
-        self.port = port or free_port()
-        self.log = log
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, wait: float = 120) -> "Server":
-        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "training.cli", "serve", "--models", str(self.models), "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", str(self.workers), *self.extra],
-            cwd=ROOT, stdout=out, stderr=out)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.proc.returncode} (log: {self.log})")
-            if healthy(self.address):
-                return self
-            time.sleep(0.3)
-        raise RuntimeError(f"serve not healthy on {self.address} after {wait} s")
-
-    def stop(self, sig: int = 15) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def __enter__(self) -> "Server":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def healthy(address: str, service: str = "") -> bool:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-    try:
-        with grpc.insecure_channel(address) as channel:
-            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
-            return answer.status == health_pb2.HealthCheckResponse.SERVING
-    except grpc.RpcError:
-        return False
 
 
 def served_prior(address: str, model: str) -> np.ndarray:

@@ -28,8 +28,9 @@ import re
 import statistics
 from pathlib import Path
 
-from moses_system import (ROOT, Server, complete_table, decode, external_line, lexical_line, moses_binary,
+from moses_system import (ROOT, complete_table, decode, external_line, lexical_line, moses_binary,
                           n_scores, served_prior, test_slice)
+from server.local import LocalServer  # noqa: E402
 
 TEST = ROOT.parent / "shared" / "data" / "ja-en" / "test.ja"
 IN_FLIGHT = re.compile(r": (\d+) Score RPCs for (\d+) sentences, at most (\d+) in flight at once, ([0-9.e+-]+) s of RPC")
@@ -61,7 +62,7 @@ def main() -> None:
     n = n_scores(args.type)
 
     runs: dict[tuple[str, int], list] = {}
-    with Server(args.models, log=work / "serve.log", extra=("--cache-size", "0")) as server:
+    with LocalServer(args.models, log=work / "serve.log", cache_size=0) as server:
         prior = served_prior(server.address, args.type)
         table, defaults, tag = args.table, ",".join(f"{p:.9g}" for p in prior), ""
         if args.binary == "moses2":

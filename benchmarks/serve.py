@@ -33,11 +33,9 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -48,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server.api import SERVICE_NAME, pb  # noqa: E402
+from server.local import LocalServer  # noqa: E402
 from training.modelfile.request import arrays_from_strings  # noqa: E402
 
 METHOD = f"/{SERVICE_NAME}/Score"
@@ -204,43 +203,20 @@ def build_model(corpus: Path, work: Path, features: str, threshold: int, moses_t
 
 
 # -- the server --------------------------------------------------------------------------------
-def _env(tree: Path = ROOT) -> dict[str, str]:
-    """This environment with `tree` first on PYTHONPATH (only `tree`'s code runs)."""
+def _env() -> dict[str, str]:
     env = dict(os.environ)
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), *rest])
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-class Server:
+class Server(LocalServer):
+    """The server under load (server.local), started; plus the CPU time of its processes."""
+
     def __init__(self, root: Path, workers: int, cache_size: int, poll_seconds: float, threads: int,
                  balance: str, tree: Path = ROOT):
-        argv = [sys.executable, "-m", "training.cli", "serve", "--models", str(root), "--host", "127.0.0.1",
-                "--port", "0", "--workers", str(workers), "--cache-size", str(cache_size),
-                "--poll-seconds", str(poll_seconds), "--threads", str(threads)]
-        if balance == "round_robin" and workers > 1:
-            argv.append("--port-per-worker")
-        self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=_env(tree))
-        self.events: list[dict] = []
-        ready = threading.Event()
-
-        def read():
-            for line in self.proc.stderr:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    event = {"line": line}
-                self.events.append(event)
-                if event.get("event") == "listening":
-                    ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(300):
-            raise RuntimeError(f"server did not start: {self.events}")
-        listening = next(e for e in self.events if e.get("event") == "listening")
-        ports = listening.get("ports") or [listening["port"]]
-        self.target = "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in ports)
-        self.pids = listening.get("worker_pids") or [self.proc.pid]
+        super().__init__(root, workers=workers, cache_size=cache_size, poll_seconds=poll_seconds, threads=threads,
+                         port_per_worker=balance == "round_robin" and workers > 1, tree=tree)
+        self.start()
 
     def cpu_seconds(self) -> float:
         total = 0
@@ -251,10 +227,6 @@ class Server:
                 continue
             total += int(fields[11]) + int(fields[12])  # utime, stime
         return total / CLK_TCK
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
 
 
 # -- the load -----------------------------------------------------------------------------------

@@ -69,9 +69,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -86,6 +84,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server.api import SERVICE_NAME, pb, pb_grpc  # noqa: E402
+from server.local import LocalServer, free_port  # noqa: E402
 from training.modelfile.model import write_model  # noqa: E402
 from training.modelfile.request import arrays_from_strings  # noqa: E402
 
@@ -105,39 +104,32 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-SLICES_FLAGS = ("--cache-size", "0", "--max-message-mb", "64")  # what --part slices runs every server with
+SLICES = {"cache_size": 0, "max_message_mb": 64}  # what --part slices runs every server with
 
 
-class Server:
-    def __init__(self, tree: Path, models: Path, *extra: str):
-        env = dict(os.environ, PYTHONPATH=str(tree))
-        self.proc = subprocess.Popen([sys.executable, "-m", "training.cli", "serve", "--models", str(models),
-                                      "--host", "127.0.0.1", "--port", "0", "--poll-seconds", "0", *extra],
-                                     cwd=tree, env=env, stderr=subprocess.PIPE, text=True)
-        for line in self.proc.stderr:
-            event = json.loads(line) if line.startswith("{") else {}
-            if event.get("event") == "listening":
-                self.port = event["port"]
-                break
-        self.events: collections.Counter = collections.Counter()  # JSON log lines by event name
-        self.log_bytes = 0  # of stderr, after the listening line
+class Server(LocalServer):
+    """`serve` from TREE's code (the baseline checkout or this one; server.local), started, with
+    a channel for large messages, warmed by one request."""
 
-        def drain():
-            for line in self.proc.stderr:
-                self.log_bytes += len(line.encode())
-                self.events[json.loads(line).get("event") if line.startswith("{") else "(not json)"] += 1
-
-        threading.Thread(target=drain, daemon=True).start()
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}",
-                                             options=[("grpc.max_receive_message_length", 64 << 20),
-                                                      ("grpc.max_send_message_length", 64 << 20)])
+    def __init__(self, tree: Path, models: Path, **settings):
+        super().__init__(models, tree=tree, poll_seconds=0, **settings)
+        self.start()
+        self.channel = grpc.insecure_channel(self.address, options=[("grpc.max_receive_message_length", 64 << 20),
+                                                                    ("grpc.max_send_message_length", 64 << 20)])
         self.stub = pb_grpc.ReorderingScorerStub(self.channel)
         self.stub.Score(request(1, 1), timeout=120)  # warm
 
-    def stop(self) -> float:
+    def event_counts(self) -> collections.Counter:
+        """Its JSON log lines by event name."""
+        return collections.Counter(e.get("event") for e in self.events)
+
+    def log_bytes(self) -> int:
+        return self.log.stat().st_size
+
+    def stop(self, *args, **kwargs) -> float:
+        """Seconds from SIGTERM to exit."""
         started = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(300)
+        super().stop(timeout=300)
         self.channel.close()
         return time.monotonic() - started
 
@@ -162,9 +154,9 @@ def busy_after_abandoned(stub, req, give_up: float) -> tuple[str, float]:
     return call(stub, request(1, 1), 600)
 
 
-def scenarios(name: str, tree: Path, models: Path, flags: list[str], long_pairs: int) -> None:
+def scenarios(name: str, tree: Path, models: Path, settings: dict, long_pairs: int) -> None:
     quad = request(1, 64)
-    server = Server(tree, models, *SLICES_FLAGS, *flags)
+    server = Server(tree, models, **SLICES, **settings)
     before = peak_rss_mib(server.proc.pid)
     code, seconds = call(server.stub, quad, 600)
     print(f"{name}: 1 quadratic request ({len(quad.SerializeToString()) / 1024:.0f} KB): {code} in {seconds:.2f} s, "
@@ -176,7 +168,7 @@ def scenarios(name: str, tree: Path, models: Path, flags: list[str], long_pairs:
               f"in {seconds:.2f} s")
     server.stop()
 
-    server = Server(tree, models, *SLICES_FLAGS, "--grace-seconds", "2", *flags)
+    server = Server(tree, models, **SLICES, grace_seconds=2, **settings)
     big = request(long_pairs, 7)
     outcome = []
     t = threading.Thread(target=lambda: outcome.append(call(server.stub, big, 600)))
@@ -261,8 +253,8 @@ def metric_sum(port: int, name: str) -> float:
 
 def malformed_scenario(name: str, tree: Path, models: Path) -> None:
     requests = malformed(np.random.default_rng(31))
-    metrics_port = _free_port()
-    server = Server(tree, models, "--metrics-port", str(metrics_port))
+    metrics_port = free_port()
+    server = Server(tree, models, metrics_port=metrics_port)
     counted_before = metric_sum(metrics_port, "moses_reorder_requests_total")
     codes: collections.Counter = collections.Counter()
     for method, raw in requests:
@@ -273,7 +265,7 @@ def malformed_scenario(name: str, tree: Path, models: Path) -> None:
             codes[(method, exc.code().name)] += 1
     counted = metric_sum(metrics_port, "moses_reorder_requests_total") - counted_before
     time.sleep(0.5)
-    logged = sum(n for event, n in server.events.items() if event in ("request_refused", "request_failed"))
+    logged = sum(n for event, n in server.event_counts().items() if event in ("request_refused", "request_failed"))
     alive = call(server.stub, request(1, 1), 60)[0]
     server.stop()
     internal = sum(n for (_, code), n in codes.items() if code == "INTERNAL")
@@ -281,14 +273,6 @@ def malformed_scenario(name: str, tree: Path, models: Path) -> None:
     print(f"{name}: {len(requests)} malformed requests (admin off): INTERNAL {internal}; counted in "
           f"requests_total {counted:.0f}; log lines {logged} (refusals are logged at most 10 a second per "
           f"method and code); a good Score afterwards: {alive}; by method {by_method}")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def maximal_requests(tree: Path, work: Path, corpus: Path) -> dict[str, bytes]:
@@ -444,7 +428,7 @@ def idle_scenario(name: str, tree: Path, models: Path, raw: bytes, per_method: i
         return
         yield
 
-    channels = {m: grpc.insecure_channel(f"127.0.0.1:{server.port}") for m in IDLE_METHODS}
+    channels = {m: grpc.insecure_channel(server.address) for m in IDLE_METHODS}
     opened = time.monotonic()
     held = {m: [channels[m].stream_stream(path)(nothing(), timeout=120) for _ in range(per_method)]
             for m, path in IDLE_METHODS.items()}
@@ -505,8 +489,8 @@ def stock_malformed_scenario(name: str, tree: Path, models: Path, per_method: in
     rng = np.random.default_rng(46)
     ours = malformed(rng, per_method)
     stock = malformed(rng, per_method, stock_types())
-    metrics_port = _free_port()
-    server = Server(tree, models, "--metrics-port", str(metrics_port))
+    metrics_port = free_port()
+    server = Server(tree, models, metrics_port=metrics_port)
     counted_before = metric_sum(metrics_port, "moses_reorder_requests_total")
     codes: collections.Counter = collections.Counter()
     for method, raw in ours + stock:
@@ -524,8 +508,9 @@ def stock_malformed_scenario(name: str, tree: Path, models: Path, per_method: in
             codes[(method, exc.code().name)] += 1
     counted = metric_sum(metrics_port, "moses_reorder_requests_total") - counted_before
     time.sleep(2.5)  # a flush of the refusals the rate limit left out
-    logged = sum(n for event, n in server.events.items() if event in ("request_refused", "request_failed"))
-    flushed = server.events.get("request_refusals_suppressed", 0)
+    events = server.event_counts()
+    logged = sum(n for event, n in events.items() if event in ("request_refused", "request_failed"))
+    flushed = events.get("request_refusals_suppressed", 0)
     server.stop()
     methods = list(dict.fromkeys(m for m, _ in ours + stock))
     internal = {m: codes.get((m, "INTERNAL"), 0) for m in methods}
@@ -545,7 +530,7 @@ def long_name_scenario(name: str, tree: Path, models: Path, n: int = 40, length:
                              pb.GetModelRequest(model="q" * length).SerializeToString()),
                             ("Health/Check(service=q*3.9M)", f"{HEALTH}/Check",
                              health_pb2.HealthCheckRequest(service="q" * length).SerializeToString())):
-        before, codes, longest = server.log_bytes, collections.Counter(), 0
+        before, codes, longest = server.log_bytes(), collections.Counter(), 0
         started = time.monotonic()
         for _ in range(n):
             try:
@@ -556,7 +541,7 @@ def long_name_scenario(name: str, tree: Path, models: Path, n: int = 40, length:
                 longest = max(longest, len(exc.details() or ""))
         seconds = time.monotonic() - started
         time.sleep(2.5)  # the log lines of the last second, and their flush
-        grew = server.log_bytes - before
+        grew = server.log_bytes() - before
         rows.append(f"{n} x {what}: {dict(codes)} in {seconds:.1f} s, longest status message {longest:,} "
                     f"characters, log +{grew:,} bytes = {grew / (n * len(raw)):.2g} log bytes per request byte")
     server.stop()
@@ -612,10 +597,10 @@ def main() -> int:
                         weights=rng.normal(size=(keys.shape[0], 6)).astype(np.float32),
                         bias=np.zeros(6, np.float32), features=features, threshold=0)
         if args.part in ("slices", "both"):
-            scenarios("baseline", args.baseline, models, [], args.long_pairs)
-            scenarios("this tree", ROOT, models, [], args.long_pairs)
+            scenarios("baseline", args.baseline, models, {}, args.long_pairs)
+            scenarios("this tree", ROOT, models, {}, args.long_pairs)
             scenarios("this tree, limits raised", ROOT, models,
-                      ["--max-align-points", "5000", "--max-keys", str(10 ** 9)], args.long_pairs)
+                      {"max_align_points": 5000, "max_keys": 10 ** 9}, args.long_pairs)
         if args.part in ("hostile", "both"):
             args.work.mkdir(parents=True, exist_ok=True)
             hostile("baseline", args.baseline, models, args.work, args.corpus)

@@ -58,6 +58,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -122,8 +123,8 @@ AT_DEFAULT_LIMIT = [
     System("svm-S6+sparse", "External svm S6 + sparse reordering features", "external", "svm", "S6",
            sparse=True, base="svm-S6"),
 ]
-#: ja-en's word order needs a longer limit (training.moses.distortion; 2026-11-24: +6.7 BLEU for
-#: Lexical), so every system is also measured at 12, and the plan's open runs go there first.
+#: ja-en's word order needs a longer limit (training.moses.distortion; RESULTS, Translation: +6.7
+#: BLEU for Lexical), so every system is also measured at 12, and the plan's open runs go there first.
 LIMIT = 12
 
 
@@ -152,7 +153,12 @@ HYBRID_SVM = System("hybrid-svm-S6", "External hybrid (svm S6,pair base on all e
                     "S6,pair", ('base="svm"', "rare_max=1000000000"))
 #: The hybrid's base there is the SVM: a maxent base (ja-en's hybrid-S6) costs about 9x the SVM's
 #: CPU at ja-en's 1.46M examples (290 against ~32 s, S6), hours at Kyoto's 44.7M.
-CLASSIFY_MODELS = ("svm-S6", "nb-bayes-S9", "svm-S7", "hybrid-svm-S6", "dual-mlr-S6", "maxent-S6", "hybrid-S6")
+#: Issue 48: svm S6 conditioned on the phrase the decoder places next to each pair (its
+#: boundary words; training/features/neighbour.py), served as context blocks.
+CONTEXT_SVM = System("svm-S6-ctx", "External svm S6 with the neighbouring phrase (context blocks)", "external",
+                     "svm", "S6,neighbour")
+CLASSIFY_MODELS = ("svm-S6", "nb-bayes-S9", "svm-S7", "hybrid-svm-S6", "dual-mlr-S6", "maxent-S6", "hybrid-S6",
+                   "svm-S6-ctx")
 LEXICAL_SERVED = "lexical-served"
 SYSTEMS: dict[str, System] = {s.name: s for s in [
     *AT_DEFAULT_LIMIT,
@@ -164,6 +170,7 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     # Trained for the classification study (CLASSIFY_MODELS) and not planned for tuning on ja-en.
     System("maxent-S6", "External maxent S6", "external", "maxent", "S6"),
     HYBRID_SVM, at_limit(HYBRID_SVM),
+    CONTEXT_SVM, at_limit(CONTEXT_SVM),
     System(LEXICAL_SERVED, "External lexical (Moses's table, served)", "external", "lexical", "pair"),
 ]}
 METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
@@ -172,7 +179,7 @@ METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
 #: references of 7.9 words) Moses's kbmira rewards length (dev output 1.08-1.19x the
 #: reference) and its weights score 31.7 BLEU on their own 25-iteration n-best pool where
 #: MERT's score 36.0 (svm S6: 20.7 against 34.9); kbmira started from MERT's weights falls to
-#: 30.9 (benchmarks/tuner_pool.py; 2026-11-27, benchmarks/RESULTS.md). Its rows measure the
+#: 30.9 (benchmarks/tuner_pool.py; benchmarks/RESULTS.md). Its rows measure the
 #: tuner failing, so more runs would only measure that again; the sparse variants are tuned
 #: with PRO instead, which takes sparse features too.
 TUNER_RUNS = {"mert": (1, 2, 3), "pro": (1, 2, 3), "mira": (1,)}
@@ -206,7 +213,7 @@ class Job:
 
 def plan(best: str) -> list[Job]:
     """The issue's order of priority, at distortion limit 12 (ja-en's word order needs it: +6.7
-    BLEU for Lexical, measured 2026-11-24). First the goal: 3 MERT runs each of Lexical and the best
+    BLEU for Lexical, RESULTS). First the goal: 3 MERT runs each of Lexical and the best
     External, each pair followed by its held-out decodes; then the probe beside the table. Then
     PRO (x3) and batch-MIRA (TUNER_RUNS: x1) for Lexical and the best External, each tuner's
     held-out decodes right after its runs (a tuner's row is then whole on both test sets before
@@ -214,7 +221,7 @@ def plan(best: str) -> list[Job]:
     x1 with MERT, the sparse variants x1 with SPARSE_TUNER (MERT cannot tune many sparse
     weights), and last the held-out decodes of no RM.
 
-    The systems at the ini's default limit 6 are no longer planned: the runs of 2026-11-23 measured their
+    The systems at the ini's default limit 6 are no longer planned: earlier runs measured their
     goal runs (benchmarks/RESULTS.md), the README tells ja-en users not to decode at 6, and their
     other ~40 jobs would cost ~15 core-hours to measure a setting nobody should use. They stay
     in SYSTEMS, so `--only` can still run any of them."""
@@ -223,7 +230,7 @@ def plan(best: str) -> list[Job]:
     jobs = []
     for k in (1, 2, 3):
         jobs += [t("lexical", "mert", k), t(best, "mert", k), h("lexical", "mert", k), h(best, "mert", k)]
-    # The probe beside the table gained +0.87 BLEU on test in its first run (2026-11-25): it
+    # The probe beside the table gained on test in its first run (RESULTS): it
     # gets the goal's 3 MERT runs and held-out decodes before the rest of the plan.
     for k in (1, 2, 3):
         jobs += [Job(kind, BESIDE, "mert", k) for kind in ("tune", "heldout")]
@@ -236,7 +243,7 @@ def plan(best: str) -> list[Job]:
     jobs += [t("lexical+sparse", SPARSE_TUNER, 1),
              t(f"{best}+sparse" if f"{best}+sparse" in SYSTEMS else "svm-S6+sparse", SPARSE_TUNER, 1)]
     # No RM on the held-out pairs too: what Lexical's table itself adds there is the headroom a
-    # reordering model has on this corpus (on the test set, 0.16 BLEU; 2026-11-27).
+    # reordering model has on this corpus (on the test set: RESULTS).
     jobs += [h("none", "mert", k) for k in (1, 2, 3)]
     return jobs
 
@@ -269,7 +276,7 @@ class Record:
     """The finished runs' results (tuned weights, outputs, timings), kept with the repository.
 
     A tuning run costs an hour of a core, the system it tunes a few minutes: a study on a new
-    machine (or after its work directory is gone, as on 2026-11-25, which lost
+    machine (or after its work directory is gone, which once lost
     every run) rebuilds the system and restores its finished runs from here instead of
     tuning them again, and the table can always be recomputed from what was decoded. One
     folder per corpus and held-out count, named by a digest of the corpus files, so runs of
@@ -381,6 +388,28 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 # --------------------------------------------------------------------------- helpers
 
+#: The bytes eflomal reads as its seed in a reproducible alignment (see seeded_alignment).
+ALIGN_SEED = 2026
+
+
+def seeded_alignment(cmd: list, entropy: Path) -> tuple[list, bool]:
+    """CMD (a `moses-reorder align` command) made reproducible, and whether that was possible.
+
+    eflomal offers no seed: its sampler reads /dev/urandom. Run in a private mount namespace
+    where /dev/urandom is a file of fixed bytes, with one OpenMP thread (two threads schedule
+    its samplers differently on every run), the same corpus gives the same alignment on every
+    machine, so a study's tuned runs stay valid on the system a new machine rebuilds. Needs
+    root and unshare(1); elsewhere CMD is returned as it is and the build differs per machine.
+    """
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return cmd, False
+    if not entropy.is_file():
+        _atomic_write(entropy, np.random.default_rng(ALIGN_SEED).bytes(1 << 20))
+    inner = " ".join(shlex.quote(str(c)) for c in [*cmd, "--threads", "1"])
+    return ["unshare", "-m", "sh", "-c",
+            f"mount --bind {shlex.quote(str(entropy))} /dev/urandom && exec {inner}"], True
+
+
 class Study:
     def __init__(self, args: argparse.Namespace):
         self.moses = Path(args.moses).resolve()
@@ -398,13 +427,13 @@ class Study:
         self.max_iterations = getattr(args, "max_iterations", 0)
         self.lock = threading.Lock()
         # One lock per model, so a job whose model is ready (or another model) never waits for
-        # an unrelated training run (2026-11-27: a core sat idle for 9 min of the hybrid's
-        # training); the store every model trains from is built once, under its own lock.
+        # an unrelated training run (one lock for all left a core idle while the hybrid
+        # trained); the store every model trains from is built once, under its own lock.
         self.train_locks: dict[str, threading.Lock] = {}
         self.store_lock = threading.Lock()
         self.server_lock = threading.Lock()
         self.filter_lock = threading.Lock()
-        self.server: subprocess.Popen | None = None
+        self.server = None  # server.local.LocalServer while it runs
         self.log_file = self.work / "study.log"
         self.record = Record(Path(args.record).resolve(), self.corpus, self.heldout) if args.record else None
 
@@ -470,9 +499,10 @@ class Study:
     @property
     def system_id(self) -> str:
         """Which build of the system a run was tuned or decoded on: a digest of the word
-        alignment its phrase table was built from, the one input that is not the same on every
-        machine (eflomal seeds its sampler from the clock, so ja-en-kyoto, aligned here, gives a
-        slightly different system on each new machine; a shipped alignment gives the same one)."""
+        alignment its phrase table was built from, the one input that can differ between
+        machines (ja-en-kyoto is aligned here: the same on every machine where
+        seeded_alignment can fix eflomal's seed, else different on each; a shipped alignment
+        gives the same one everywhere)."""
         return _digest_file(hashlib.sha256(), self.cdir / "aligned.grow-diag-final-and").hexdigest()[:12]
 
     # ------------------------------------------------------------------- step 1: corpus
@@ -526,11 +556,12 @@ class Study:
                             shutil.copyfileobj(fh, out, 1 << 20)
                 os.replace(self.cdir / f"all.{lang}.tmp", self.cdir / f"all.{lang}")
             self.log(f"align: {sum(sizes.values())} pairs (train+dev+test) with moses-reorder align")
+            align = self.python("training.cli", "align", "--src", self.cdir / f"all.{SRC}",
+                                "--tgt", self.cdir / f"all.{TGT}", "--out", self.cdir / "all.align")
+            align, seeded = seeded_alignment(align, self.work / "align.entropy")
             with open(self.work / "align.log", "wb") as log:
-                took = self.measure(self.python("training.cli", "align", "--src", self.cdir / f"all.{SRC}",
-                                                "--tgt", self.cdir / f"all.{TGT}", "--out", self.cdir / "all.align"),
-                                    cwd=REPO, stdout=log, stderr=log)
-            self.mark("align", **took)
+                took = self.measure(align, cwd=REPO, stdout=log, stderr=log)
+            self.mark("align", **took, seeded=seeded)
             self.log(f"align: {took['wall_seconds']:.0f} s wall, {took['cpu_seconds']:.0f} s CPU, "
                      f"peak {took['peak_mb']} MB")
         with open(self.cdir / "all.align", "rb") as fh:
@@ -622,7 +653,7 @@ class Study:
         return self.work / "filtered" / subset / "moses.ini"
 
     def filter_tables(self, subset: str) -> None:
-        # Two held-out decodes start together (seen 2026-11-27): without the lock both filtered into
+        # Two held-out decodes can start together: without the lock both filtered into
         # one directory, the second deleting what the first had written while it decoded from it.
         with self.filter_lock:
             self._filter_tables(subset)
@@ -740,36 +771,22 @@ class Study:
                 self._start_server()
 
     def _start_server(self) -> None:
+        from server.local import LocalServer
+
         (self.work / "models").mkdir(parents=True, exist_ok=True)
-        log = open(self.work / "server.log", "ab")
-        self.server = subprocess.Popen(self.python("training.cli", "serve", "--models", self.work / "models",
-                                                   "--host", "127.0.0.1", "--port", str(self.port),
-                                                   "--poll-seconds", "5", "--log-level", "warning"),
-                                       cwd=REPO, stdout=log, stderr=log)
-        self.log(f"server: pid {self.server.pid} on {self.address}")
+        self.server = LocalServer(self.work / "models", port=self.port, log=self.work / "server.log",
+                                  log_level="warning", poll_seconds=5).start(service=None)
+        self.log(f"server: pid {self.server.proc.pid} on {self.address}")
 
     def stop_server(self) -> None:
-        if self.server is not None and self.server.poll() is None:
-            self.server.terminate()
-            try:
-                self.server.wait(30)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
+        if self.server is not None:
+            self.server.stop(timeout=30)
         self.server = None
 
     def wait_served(self, name: str, timeout: float = 300) -> None:
-        from server.healthcheck import check
-
-        deadline = time.time() + timeout
-        while True:
-            ok, said = check(self.address, name, timeout=3)
-            if ok:
-                return
-            if self.server is None or self.server.poll() is not None:
-                raise RuntimeError(f"the scoring server is not running (see {self.work / 'server.log'})")
-            if time.time() > deadline:
-                raise RuntimeError(f"model {name} not served after {timeout:.0f} s: {said}")
-            time.sleep(2)
+        if self.server is None:
+            raise RuntimeError(f"the scoring server is not running (see {self.work / 'server.log'})")
+        self.server.wait_serving(name, timeout)
 
     # ------------------------------------------------------------------- ini files
     @property
@@ -847,7 +864,7 @@ class Study:
             if not link.exists():
                 link.symlink_to(self.bin / tool)
         # Refreshed on every call: a wrapper written by an earlier checkout (since removed)
-        # made every PRO run fail at its first optimisation (2026-11-23).
+        # made every PRO run fail at its first optimisation.
         megam = d / "megam_i686.opt"
         fresh = d / f".megam_i686.opt.{os.getpid()}.{threading.get_ident()}"
         fresh.unlink(missing_ok=True)
@@ -1653,7 +1670,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-runs", default="lexical:mert1,svm-S6:mert1",
                    help="finished runs for --sweep-distortion, SYSTEM:METHODk (default lexical:mert1,svm-S6:mert1)")
     args = p.parse_args(argv)
-    try:                    # before hours of tuning, not at the table at their end (2026-11-25)
+    try:                    # before hours of tuning, not at the table at their end
         import sacrebleu  # noqa: F401
     except ImportError:
         p.error("the table needs sacrebleu: pip install -e '.[mt]'")

@@ -1,4 +1,4 @@
-"""How good a tuner's weights are on the n-best pool it tuned on (issue 16, 2026-11-27).
+"""How good a tuner's weights are on the n-best pool it tuned on (issue 16).
 
 mert-moses.pl keeps every iteration's n-best lists as runN.features.dat / runN.scores.dat
 (BLEU sufficient statistics per hypothesis) in its working directory. Picking each dev

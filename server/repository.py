@@ -55,9 +55,10 @@ class Schema:
     classes: tuple[str, ...]
     directions: tuple[str, ...]
     outputs: tuple[str, ...]
+    context: bool = False   # answers with context blocks (neighbour features), not probabilities
 
     def describe(self) -> str:
-        return f"{self.moses_type} (outputs {', '.join(self.outputs)})"
+        return f"{self.moses_type} (outputs {', '.join(self.outputs)}" + (", with context)" if self.context else ")")
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,8 @@ def model_schema(model: LoadedModel) -> Schema:
     """The schema of a loaded model. `load_model` has already checked it against the model's
     Moses type and scored a warm-up pair (shape, finiteness, per-direction sums), raising
     ModelFileError naming the file if anything disagreed."""
-    return Schema(str(model.moses_type), tuple(model.classes), tuple(model.directions), tuple(model.outputs))
+    return Schema(str(model.moses_type), tuple(model.classes), tuple(model.directions), tuple(model.outputs),
+                  model.has_context)
 
 
 def _without_paths(value: Any) -> Any:

@@ -46,6 +46,7 @@ from server.metrics import ServerMetrics
 from server.repository import ModelRepository, ModelSnapshot, ServedModel, UnknownModel, VersionNotLoaded
 
 _PROBABILITIES_TAG = bytes([(4 << 3) | 2])  # ScoreResponse.probabilities, length-delimited
+_CONTEXT_TAGS = tuple(bytes([(f << 3) | 2]) for f in (5, 6, 7))  # scores, neighbour, boundary
 # Score works through a request in slices of consecutive pairs of about this many feature
 # keys (0.05-0.15 s each at the 1.6-4M keys/s measured here; a real sentence is one slice)
 # and checks between slices that the client still waits and the server is not past its
@@ -82,14 +83,19 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def score_response_bytes(served: ServedModel, probabilities: np.ndarray) -> bytes:
-    """Serialized ScoreResponse: the small fields via protobuf, the floats as raw bytes."""
+def score_response_bytes(served: ServedModel, probabilities: np.ndarray | tuple[np.ndarray, ...]) -> bytes:
+    """Serialized ScoreResponse: the small fields via protobuf, the floats as raw bytes
+    (probabilities, or a context model's scores, neighbour and boundary blocks)."""
     head = pb.ScoreResponse(model=served.name, version=served.version,
                             outputs=served.schema.outputs).SerializeToString()
-    data = np.ascontiguousarray(probabilities, dtype="<f4").tobytes()
-    if not data:
-        return head
-    return b"".join((head, _PROBABILITIES_TAG, _varint(len(data)), data))
+    parts = [head]
+    blocks = zip(_CONTEXT_TAGS, probabilities) if isinstance(probabilities, tuple) else \
+        [(_PROBABILITIES_TAG, probabilities)]
+    for tag, array in blocks:
+        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+        if data:
+            parts += [tag, _varint(len(data)), data]
+    return b"".join(parts)
 
 
 def model_info(snapshot: ModelSnapshot, served: ServedModel | None) -> pb.ModelInfo:
@@ -109,6 +115,8 @@ def model_info(snapshot: ModelSnapshot, served: ServedModel | None) -> pb.ModelI
         info.version = served.version
         info.family = served.family
         info.metadata_json = served.metadata_json
+    if schema is not None:
+        info.context = schema.context
     return info
 
 
@@ -241,6 +249,11 @@ class ReorderingService:
                              f"span_start: these {n_pairs} phrase pairs expand to up to {int(bounds[-1])} feature "
                              f"keys under the model's features ({served.model.spec}); the server's limit is "
                              f"{limits.max_keys} per request (--max-keys): send fewer pairs per request")
+        if served.schema.context and not request.context_blocks:
+            raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION,
+                             f"model {served.name!r} conditions on the phrase the decoder places next to each pair: "
+                             "its answer is context blocks, which a client asks for with context_blocks "
+                             "(ExternalReordering built from moses_ff/ since issue 48 does)")
         self._check_time_left(context, n_pairs, int(bounds[-1]))
         return _ScoreJob(request, served, batch, bounds, digest)
 
@@ -264,8 +277,12 @@ class ReorderingService:
                         or (remaining is not None and remaining <= 0))
 
         started = time.perf_counter()
-        probabilities = served.model.predict_proba_sliced(job.batch, bounds, self.limits.slice_keys, keep_going) \
-            if keep_going() else None
+        if not keep_going():
+            probabilities = None
+        elif served.schema.context:
+            probabilities = served.model.context_blocks_sliced(job.batch, bounds, self.limits.slice_keys, keep_going)
+        else:
+            probabilities = served.model.predict_proba_sliced(job.batch, bounds, self.limits.slice_keys, keep_going)
         if probabilities is not None and bounds[-1] >= self.limits.slice_keys:  # long enough to time
             self.fastest_keys_per_second = max(self.fastest_keys_per_second,
                                                float(bounds[-1]) / max(time.perf_counter() - started, 1e-9))

@@ -7,6 +7,7 @@ directory is an error, never a silent skip.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,17 @@ def store_2k(slice_2k, tmp_path_factory):
                      "--chunk-examples", "20000", "--quiet"])
     assert code == 0
     return ExampleStore.open(out)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI=true a test skipped for want of Moses fails instead: .ci/run builds Moses
+    (moses_ff/build-moses.sh) and sets MOSES_DIR, so CI must decode with it (issue 45).
+    Every such skip names MOSES_DIR in its reason; outside CI they stay skips."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+        reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+        if "MOSES_DIR" in reason:
+            report.outcome = "failed"
+            report.longrepr = f"CI=true: {reason} (.ci/run builds Moses and sets MOSES_DIR; CI must run this test)"

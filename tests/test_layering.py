@@ -3,7 +3,8 @@
 - No module imports another module's underscore (private) names.
 - `training` never imports `server` (the server depends on training, not back).
 - `server` imports from training only the parts it serves with: modelfile, features,
-  errors (DESIGN.md: feature extraction exists once and the server imports it).
+  errors, and the declared ranges of settings (constraints) (DESIGN.md: feature
+  extraction exists once and the server imports it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted(p for package in ("training", "server") for p in (ROOT / package).rglob("*.py")
                  if "_proto" not in p.parts)
-SERVER_MAY_IMPORT = ("training.modelfile", "training.features", "training.errors")
+SERVER_MAY_IMPORT = ("training.modelfile", "training.features", "training.errors", "training.constraints")
 
 
 def imports(path: Path) -> list[tuple[int, str, str | None]]:

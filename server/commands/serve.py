@@ -83,14 +83,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _check(args: argparse.Namespace) -> None:
-    for name in ("workers", "threads", "max_pairs", "max_message_mb", "keep_versions", "max_align_points",
-                 "max_keys", "max_source_tokens", "max_concurrent_rpcs"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    for name in ("cache_size", "cache_mb"):
-        if getattr(args, name) < 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+def _check_files(args: argparse.Namespace) -> None:
+    """What the options' own checks cannot see (ServeOptions checks the values): the files
+    on this machine."""
     if not args.models.is_dir():
         raise InputError("model repository root is not a directory (--models)", args.models)
     from training.modelfile.layout import nested_repository
@@ -99,8 +94,6 @@ def _check(args: argparse.Namespace) -> None:
     if nested is not None:
         raise UsageError(f"no <name>/<version>/model.mrw here, but {nested} is a model repository: "
                          f"did you mean --models {nested}?", args.models)
-    if (args.tls_cert is None) != (args.tls_key is None):
-        raise UsageError("--tls-cert and --tls-key go together (the certificate and its private key)")
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
         if path is not None and not path.is_file():
             raise InputError(f"not a readable file ({flag})", path)
@@ -108,12 +101,11 @@ def _check(args: argparse.Namespace) -> None:
         from server.tls import read_tls_pair
 
         read_tls_pair(args.tls_cert, args.tls_key)  # a bad file is refused here, before any worker starts
-    if not args.receive_timeout_seconds > 0:
-        raise UsageError(f"--receive-timeout-seconds must be > 0, got {args.receive_timeout_seconds}")
 
 
-def _options(args: argparse.Namespace, **overrides):
-    """ServeOptions from the parsed arguments (every field the command line has) + overrides."""
+def options_from_args(args: argparse.Namespace, **overrides):
+    """ServeOptions from the parsed arguments (every field the command line has) + overrides;
+    a value out of range is a UsageError naming its flag (ServeOptions checks itself)."""
     import dataclasses
 
     from server.options import ServeOptions
@@ -127,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     from server.logs import configure_logging
 
     configure_logging(args.log_level)
-    _check(args)
+    options_from_args(args)
+    _check_files(args)
     if args.workers > 1 and args.worker_ready_fd is None:
         return _supervise(args)
     return _serve_here(args)
@@ -142,7 +135,7 @@ def _serve_here(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())
     in_worker = args.worker_ready_fd is not None
-    options = _options(args, workers=1, metrics_port=None if in_worker else args.metrics_port,
+    options = options_from_args(args, workers=1, metrics_port=None if in_worker else args.metrics_port,
                        notify_reload=in_worker)
     server = ScoringServer(options)
     if in_worker:  # a sibling got a Reload: the supervisor forwards SIGUSR1 to every ready worker
@@ -165,25 +158,15 @@ def _serve_here(args: argparse.Namespace) -> int:
 
 # -- supervisor of N worker processes ------------------------------------------------------
 def _worker_argv(args: argparse.Namespace, port: int, ready_fd: int) -> list[str]:
-    """The worker's command line: this one's options, its port, and how to report ready."""
-    argv = [sys.executable, "-m", "training.cli", "serve",
-            "--models", str(args.models), "--host", args.host, "--port", str(port),
-            "--threads", str(args.threads), "--max-concurrent-rpcs", str(args.max_concurrent_rpcs),
-            "--receive-timeout-seconds", str(args.receive_timeout_seconds),
-            "--poll-seconds", str(args.poll_seconds), "--max-source-tokens", str(args.max_source_tokens),
-            "--max-pairs", str(args.max_pairs), "--max-message-mb", str(args.max_message_mb),
-            "--max-align-points", str(args.max_align_points), "--max-keys", str(args.max_keys),
-            "--cache-size", str(args.cache_size), "--cache-mb", str(args.cache_mb),
-            "--keep-versions", str(args.keep_versions),
-            "--grace-seconds", str(args.grace_seconds), "--log-level", args.log_level,
-            "--worker-ready-fd", str(ready_fd)]
-    if args.tls_cert is not None:
-        argv += ["--tls-cert", str(args.tls_cert), "--tls-key", str(args.tls_key)]
-    if not args.port_per_worker:
-        argv.append("--reuse-port")
-    if args.enable_admin:
-        argv.append("--enable-admin")
-    return argv
+    """The worker's command line: this one's options (server.options.command_line, so a new
+    option reaches the workers without a line here), its port, and how to report ready. A
+    worker is one process and serves no /metrics (the supervisor aggregates them)."""
+    from server.options import command_line
+
+    options = options_from_args(args, port=port, workers=1, metrics_port=None, metrics_host=None,
+                       reuse_port=not args.port_per_worker)
+    return [sys.executable, "-m", "training.cli", "serve", *command_line(options),
+            "--log-level", args.log_level, "--worker-ready-fd", str(ready_fd)]
 
 
 def _spawn(args: argparse.Namespace, port: int) -> tuple[subprocess.Popen, int]:

@@ -1,6 +1,6 @@
 """server/client.py against the real scoring server on loopback ports.
 
-The servers are the real ScoringServer (tests/server/serverkit.running_server, port 0)
+The servers are the real ScoringServer (tests/server/serverkit.py's running_server, port 0)
 over a real model repository: model files written by the real writer over the feature
 keys of ja-en sentences, two versions with different weights. Expected probabilities
 come from loading the same files and scoring locally, as the server's own tests do.

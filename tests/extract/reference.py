@@ -1,6 +1,6 @@
 """A slow, set-based reference of Moses's extraction and orientation, written from the definitions.
 
-Deliberately unlike training/extract.py: no corner maps, no incremental spans, no
+Deliberately unlike training/moses/extract.py: no corner maps, no incremental spans, no
 buffers; blocks are Python sets and every rule is a comprehension over them, stated as
 in MOSES-NOTES.md section 1 (quirks included). Only the property tests use it.
 """

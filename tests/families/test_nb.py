@@ -85,9 +85,9 @@ def test_bayesian_predictive_against_direct_gammaln_formula(real_Xy):
 
 def test_map_and_bayes_reject_bad_alpha(real_Xy):
     X, y = real_Xy
-    with pytest.raises(InputError, match="alpha must be > 1"):
+    with pytest.raises(InputError, match="alpha must be a number > 1"):
         MultinomialNBMap(alpha=1.0).fit(X, y)
-    with pytest.raises(InputError, match="must be > 0"):
+    with pytest.raises(InputError, match="alpha must be a number > 0"):
         MultinomialNBBayes(alpha=0.0).fit(X, y)
 
 

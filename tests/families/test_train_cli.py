@@ -119,7 +119,7 @@ def test_inspect_summarizes_the_training_history(small_store, tmp_path, capsys):
 
 @pytest.mark.parametrize("option, value, named", [("--type", "hier-xyz-backward-fe", "unknown part 'xyz'"),
                                                   ("--features", "S16", "S16"),
-                                                  ("--param", "solver=newton", "maxent solver 'newton'")])
+                                                  ("--param", "solver=newton", "solver='newton' is not allowed")])
 def test_a_misused_option_is_a_usage_error_exit_2(small_store, tmp_path, capsys, option, value, named):
     """Exit 2 = the command line is wrong (as argparse's own errors), 3 = the data is (README)."""
     args = {"--type": "wbe-msd-backward-fe", "--features": "S7"}

@@ -1,6 +1,6 @@
 """The feature-key scheme in plain Python, written from its description, for the tests to check against.
 
-Independent of training/hashing.py and training/features.py on purpose: if either
+Independent of training/features/hashing.py and training/features/templates.py on purpose: if either
 changes a key, the tests that compare against this module fail.
 """
 

@@ -83,20 +83,30 @@ def test_float16_file_is_smaller(tmp_path, model_parts):
 
 
 def test_write_model_refuses_inconsistent_arrays(tmp_path, model_parts):
+    """The project's model-file error (exit 4, naming the file), never a bare ValueError,
+    and nothing is left behind."""
     *_, vocab, weights, bias = model_parts
     common = dict(family="svm", features="S7", threshold=10)
-    with pytest.raises(ValueError, match="do not match"):
+    with pytest.raises(ModelFileError, match="do not match"):
         write_model(tmp_path / "m", moses_type="hier-msd-backward-fe", keys=vocab, weights=weights, bias=bias,
                     **common)
-    with pytest.raises(ValueError, match="strictly increasing"):
+    with pytest.raises(ModelFileError, match="strictly increasing"):
         write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab[::-1], weights=weights,
                     bias=bias, **common)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ModelFileError, match="NaN"):
         write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab,
                     weights=np.full_like(weights, np.inf), bias=bias, **common)
-    with pytest.raises(ValueError, match="unknown link"):
+    with pytest.raises(ModelFileError, match="unknown link"):
         write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab, weights=weights,
                     bias=bias, link="no-such-link", **common)
+    with pytest.raises(ModelFileError, match="clashes"):
+        write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab, weights=weights,
+                    bias=bias, extras={"bias": bias}, **common)
+    with pytest.raises(ModelFileError, match="cannot be written") as refused:
+        write_model(tmp_path / "m", moses_type="hier-msd-bidirectional-fe", keys=vocab, weights=weights,
+                    bias=bias, metadata={"summary": float("nan")}, **common)
+    assert refused.value.exit_code == 4 and str(tmp_path / "m") in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def rewrite(tmp_path, change_meta=None, change_arrays=None):

@@ -1,7 +1,7 @@
 """Every template combination equals a plain-Python reading of the templates, on random pairs.
 
 The reference below is written from DESIGN.md "Features" (and the key scheme in the
-docstring of training/features.py) without looking at the numba kernels: words
+docstring of training/features/templates.py) without looking at the numba kernels: words
 side-tagged, boundaries position-tagged, alignments `f&e`, context words position-tagged
 with <s>/</s> past the edges, the phrase-pair identity, ANOVA pairs of distinct base
 features; binary features (each key once per pair).

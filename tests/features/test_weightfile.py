@@ -69,9 +69,10 @@ def test_atomic_write_leaves_no_temp_and_replaces(tmp_path):
 
 
 def test_refuses_unstorable_data(tmp_path):
-    with pytest.raises(ValueError):
+    # the project's model-file error, naming the file (issue 49), not a bare ValueError
+    with pytest.raises(ModelFileError, match="dtype object cannot be stored"):
         write_weight_file(tmp_path / "x", {}, {"obj": np.array([object()])})
-    with pytest.raises(ValueError):
+    with pytest.raises(ModelFileError):
         write_weight_file(tmp_path / "x", {"nan": float("nan")}, {})
     assert not os.listdir(tmp_path)
 

@@ -33,9 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests" / "client"))
 
-from moses_system import (Server, System, compare, decode, external_line, lexical_line,  # noqa: E402
+from moses_system import (System, compare, decode, external_line, lexical_line,  # noqa: E402
                           n_scores, served_prior)
-from test_moses_decode import MOSES, write_phrase_table  # noqa: E402
+from server.local import LocalServer  # noqa: E402
+from test_moses_decode import BIN, MOSES, needs_moses, write_phrase_table  # noqa: E402
 
 N_PAIRS = 600           # corpus slice: the last 60 sentences are held out
 TYPE = "hier-msd-bidirectional-fe"  # pipeline's default type
@@ -60,7 +61,7 @@ def run(corpus, tmp_path_factory) -> tuple[Path, dict]:
 @pytest.fixture(scope="module")
 def served(run):
     out, _ = run
-    with Server(out / "models", log=out / "serve.log") as server:
+    with LocalServer(out / "models", log=out / "serve.log") as server:
         yield server
 
 
@@ -153,8 +154,9 @@ def test_no_refit_publishes_the_evaluated_models(corpus, tmp_path, capsys):
     assert "run without --no-refit for models trained on the same sentences as the table" in report
 
 
-@pytest.mark.skipif(MOSES is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
-                                          "set MOSES_DIR to the Moses directory holding bin/moses and bin/lmplz")
+@pytest.mark.skipif(BIN is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
+                                        "set MOSES_DIR to the Moses directory holding bin/moses and bin/lmplz")
+@needs_moses
 def test_moses_translates_the_same_with_the_table_and_the_served_model(corpus, run, served, tmp_path):
     """The held-out sentences of the slice, where a model fit without them differs most."""
     out, _ = run

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ import numpy as np
 
 from server.api import pb, pb_grpc
 from server.app import ScoringServer, ServeOptions
+from server.local import LocalServer, free_port  # noqa: F401 (free_port: for the tests)
 from training.features.templates import extract_keys
 from training.features.spec import FeatureSpec
 from training.modelfile.layout import MODEL_FILE
@@ -189,12 +191,12 @@ def running_server(root: Path, **options) -> Iterator[Running]:
         server.stop(0)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def serve_process(root: Path, **settings) -> LocalServer:
+    """`moses-reorder serve` as a real process on a free loopback port, started and SERVING
+    (server.local; `settings`: ServeOptions fields and LocalServer's own), its log beside
+    ROOT. No polling unless asked: a test says when the repository changes."""
+    log = Path(tempfile.mkstemp(prefix="serve-", suffix=".log", dir=root.parent)[1])
+    return LocalServer(root, **{"poll_seconds": 0, "log": log, **settings}).start()
 
 
 def subprocess_env() -> dict[str, str]:

@@ -156,7 +156,7 @@ def test_a_score_that_cannot_finish_before_its_deadline_is_not_started(repo_root
         rate = srv.server.service.fastest_keys_per_second
         assert rate > 0
         # at least three seconds of work at the speed the server measured, with 1 s left (a
-        # fixed 12,000 pairs was under a second on a fast CI machine: 2026-11-27)
+        # fixed 12,000 pairs took under a second on a fast CI machine)
         n_pairs = max(12_000, int(3 * rate / 1275) + 1)
         code, details = _refusal(srv.stub.Score, _heavy("s8", n_pairs), timeout=1.0)
         assert code == grpc.StatusCode.DEADLINE_EXCEEDED

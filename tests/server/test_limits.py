@@ -76,7 +76,7 @@ def test_a_request_expanding_to_too_many_keys_is_refused(repo_root, corpus_keys)
 def test_scoring_stops_when_the_client_gives_up(repo_root, corpus_keys):
     write_test_model(model_path(repo_root, "s8", 1), corpus_keys, features="S8")
     # 60,000 legal pairs of 49 points: ~76 million keys, seconds of work even on a fast machine
-    # (12,000 pairs scored in under a second on the CI machine of 2026-11-27)
+    # (12,000 pairs scored in under a second on a fast CI machine)
     request = quadratic_request("s8", 60_000)
     with running_server(repo_root, max_keys=10 ** 9, max_message_mb=64, cache_size=0, threads=1) as srv:
         registry = srv.server.metrics.registry

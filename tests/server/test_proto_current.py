@@ -50,5 +50,5 @@ def test_generated_descriptor_matches_the_messages_the_server_uses():
 
     assert SERVICE_NAME == "reordering.v1.ReorderingScorer"
     fields = {f.name: f for f in pb.ScoreRequest.DESCRIPTOR.fields}
-    assert [f.name for f in pb.ScoreRequest.DESCRIPTOR.fields] == ["model", "version", *FIELDS]
+    assert [f.name for f in pb.ScoreRequest.DESCRIPTOR.fields] == ["model", "version", *FIELDS, "context_blocks"]
     assert all(fields[name].is_packed for name in ARRAY_FIELDS)

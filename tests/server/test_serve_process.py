@@ -8,7 +8,6 @@ then the process exits 0.
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -23,54 +22,13 @@ import numpy as np
 import pytest
 
 from serverkit import (expected_scores, free_port, model_path, probabilities, score_request, score_while_stopping,
-                       subprocess_env, tiled_request, write_test_model)
+                       serve_process, subprocess_env, tiled_request, write_test_model)
 from server.api import pb, pb_grpc
-
-
-class ServeProcess:
-    """`python -m training.cli serve ...` with its stderr parsed as JSON lines."""
-
-    def __init__(self, root: Path, *extra: str):
-        argv = [sys.executable, "-m", "training.cli", "serve", "--models", str(root), "--host", "127.0.0.1",
-                "--port", "0", "--poll-seconds", "0", *extra]
-        self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=subprocess_env())
-        self.events: list[dict] = []
-        self._listening = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        if not self._listening.wait(120):
-            self.proc.kill()
-            raise AssertionError(f"server never logged 'listening': {self.events}")
-        self.port = next(e["port"] for e in self.events if e.get("event") == "listening")
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                event = {"event": "non-json-line", "line": line.rstrip()}
-            self.events.append(event)
-            if event.get("event") == "listening":
-                self._listening.set()
-
-    def names(self) -> list[str]:
-        return [e.get("event") for e in self.events]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-        self._reader.join(10)
-        return code
 
 
 def test_sigterm_drains_in_flight_requests(repo_root, corpus_keys, test_sentences):
     write_test_model(model_path(repo_root, "m", 1), corpus_keys)
-    server = ServeProcess(repo_root, "--grace-seconds", "30", "--cache-size", "0")
+    server = serve_process(repo_root, grace_seconds=30, cache_size=0)
     codes = []
     try:
         small = score_request(test_sentences[0], "m")
@@ -91,7 +49,7 @@ def test_sigterm_drains_in_flight_requests(repo_root, corpus_keys, test_sentence
 def test_two_workers_share_the_port_reload_all_and_aggregate_metrics(repo_root, corpus_keys, test_sentences):
     write_test_model(model_path(repo_root, "m", 1), corpus_keys)
     metrics_port = free_port()
-    server = ServeProcess(repo_root, "--workers", "2", "--metrics-port", str(metrics_port), "--enable-admin")
+    server = serve_process(repo_root, workers=2, metrics_port=metrics_port, enable_admin=True)
     try:
         listening = next(e for e in server.events if e.get("event") == "listening")
         assert len(listening["worker_pids"]) == 2
@@ -156,7 +114,7 @@ def test_unusable_tls_and_cache_settings_are_refused(repo_root, args, named, cod
 def test_port_per_worker_with_client_side_round_robin(repo_root, corpus_keys, test_sentences):
     write_test_model(model_path(repo_root, "m", 1), corpus_keys)
     metrics_port = free_port()
-    server = ServeProcess(repo_root, "--workers", "2", "--port-per-worker", "--metrics-port", str(metrics_port))
+    server = serve_process(repo_root, workers=2, port_per_worker=True, metrics_port=metrics_port)
     try:
         ports = next(e for e in server.events if e.get("event") == "listening")["ports"]
         assert len(ports) == 2
@@ -198,7 +156,7 @@ def test_a_port_held_by_another_multi_worker_server_is_refused(repo_root, corpus
     its requests; it must be refused like any port in use."""
     write_test_model(model_path(repo_root, "m", 1), corpus_keys)
     port = free_port()
-    first = ServeProcess(repo_root, "--workers", "2", "--port", str(port))
+    first = serve_process(repo_root, workers=2, port=port)
     try:
         for workers in ("2", "1"):
             second = subprocess.Popen([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
@@ -217,7 +175,7 @@ def test_a_port_held_by_another_multi_worker_server_is_refused(repo_root, corpus
         assert first.stop() == 0
 
 
-def _exit_seconds(server: ServeProcess) -> float:
+def _exit_seconds(server) -> float:
     started = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     server.proc.wait(120)
@@ -229,8 +187,8 @@ def test_sigterm_exits_within_the_grace_period_even_with_a_long_request_in_fligh
 
     write_test_model(model_path(repo_root, "s8", 1), corpus_keys, features="S8")
     grace = 2.0
-    server = ServeProcess(repo_root, "--grace-seconds", str(grace), "--max-keys", str(10 ** 9),
-                          "--max-message-mb", "64", "--cache-size", "0")
+    server = serve_process(repo_root, grace_seconds=grace, max_keys=10 ** 9, max_message_mb=64,
+                           cache_size=0)
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
         stub = pb_grpc.ReorderingScorerStub(channel)
@@ -272,7 +230,7 @@ def test_a_served_file_truncated_or_copied_over_keeps_serving_the_validated_vers
     sentences = test_sentences[:4]
     expected = [expected_scores(served, s) for s in sentences]
     assert not np.array_equal(expected[0], expected_scores(other, sentences[0]))
-    server = ServeProcess(repo_root, "--poll-seconds", "0.2", "--cache-size", "0")
+    server = serve_process(repo_root, poll_seconds=0.2, cache_size=0)
     wrong, errors, stop = [], [], threading.Event()
 
     def load():

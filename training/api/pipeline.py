@@ -230,8 +230,9 @@ def write_reports(out: Path, run: dict[str, Any], started: datetime) -> tuple[st
 
 def moses_feature_line(mtype, model: str, server: str = defaults.SERVE_ADDRESS) -> str:
     """The moses.ini [feature] line that decodes with a served model (docs/moses.md)."""
-    return (f"ExternalReordering name=LexicalReordering0 num-features={len(mtype.outputs)} type={mtype} "
-            f"input-factor=0 output-factor=0 server={server} model={model}")
+    from training.moses.ini import feature_line
+
+    return feature_line(mtype, server=server, model=model)
 
 
 def run_corpus_experiment(corpus: Path, work: Path, *, families: list[str], feature_sets: list[str],
@@ -242,10 +243,11 @@ def run_corpus_experiment(corpus: Path, work: Path, *, families: list[str], feat
                           log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """`experiment`: the corpus's store (built or reused under WORK/store), then every
     family x feature set trained into WORK/models and evaluated (eval.studies.run_experiment)."""
-    from training.eval.studies import run_experiment
+    from training.eval.studies import checked_families, run_experiment
     from training.moses.types import MosesType
 
     mtype = MosesType.parse(moses_type)
+    checked_families(families, params)  # before the store is built
     store = work / "store"
     files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
     work.mkdir(parents=True, exist_ok=True)

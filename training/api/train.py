@@ -125,6 +125,32 @@ def drop_zero_rows(keys: np.ndarray, weights: np.ndarray, link: str, extras: dic
     return keys[keep], weights[keep], dropped
 
 
+def _check_neighbour(cls, spec: FeatureSpec, select_nmi: str | None) -> None:
+    """Neighbour features need a score that splits into the pair's part and the neighbour's
+    (training/features/neighbour.py): a plain sum of weights under the softmax link."""
+    if cls.link != "softmax" or cls.needs_pair_columns:
+        raise UsageError(f"family {cls.family} cannot train {spec.name}: neighbour features need a "
+                         "family whose score is a sum of feature weights under the softmax link "
+                         "(svm, dual-mlr, maxent, nb-map)")
+    if select_nmi is not None:
+        raise UsageError(f"--select-nmi cannot select among {spec.name}'s features: "
+                         "each direction has its own")
+
+
+def union_of_directions(keys: list[np.ndarray], exported: list[dict[str, np.ndarray]]
+                        ) -> tuple[np.ndarray, list[dict[str, np.ndarray]]]:
+    """One key table for directions trained over different keys (each its own neighbour
+    features): the sorted union, and each direction's weights placed in its rows (zero
+    where it has no such key, which under the softmax link scores as an absent key)."""
+    union = keys[0] if len(keys) == 1 else np.union1d(keys[0], keys[1])
+    placed = []
+    for own, arrays in zip(keys, exported):
+        weights = np.zeros((union.shape[0], arrays["weights"].shape[1]), dtype=np.float32)
+        weights[np.searchsorted(union, own)] = arrays["weights"]
+        placed.append({**arrays, "weights": weights})
+    return union, placed
+
+
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
@@ -178,9 +204,18 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     if n_fit == 0:
         raise InputError("the training sentences hold no examples", store_dir)
 
+    if spec.neighbour:
+        _check_neighbour(cls, spec, select_nmi)
+
     t_features = time.perf_counter()
-    matrix = build_matrix(store, spec, threshold, split.fit, progress=verbose, jobs=jobs,
-                          scheduler=scheduler, memory=memory, keep_pairs=cls.needs_pair_columns)
+    # One matrix for every direction, except with neighbour features: a row then holds its
+    # direction's neighbour (the phrase before, or after), so each direction has its own.
+    matrices = {}
+    for direction in mtype.directions if spec.neighbour else mtype.directions[:1]:
+        matrices[direction] = build_matrix(store, spec, threshold, split.fit, progress=verbose, jobs=jobs,
+                                           scheduler=scheduler, memory=memory,
+                                           keep_pairs=cls.needs_pair_columns, direction=direction)
+    matrix = matrices[mtype.directions[0]]
     feature_seconds = time.perf_counter() - t_features
     if matrix.X.shape[1] == 0:
         raise InputError(f"no feature of {spec.name} occurs more than {threshold} times in the "
@@ -209,8 +244,10 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     with threadpool_limits(limits=blas_threads, user_api="blas"):  # None: no change
         blas_in_force = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
         for direction, column in zip(mtype.directions, columns):
+            if direction in matrices and direction != mtype.directions[0]:  # its own neighbour
+                X_fit, X_cal = select_rows(matrices[direction].X, fit_rows), select_rows(matrices[direction].X, cal_rows)
             labels = labels_of.pop(direction)  # int8; the calibration rows are widened
-            note(f"train {family} {direction}: {n_fit:,} examples x {matrix.X.shape[1]:,} features",
+            note(f"train {family} {direction}: {n_fit:,} examples x {X_fit.shape[1]:,} features",
                  enabled=verbose)
             t0 = time.perf_counter()
             model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose,
@@ -236,6 +273,8 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
             directions_meta[direction] = info
     train_seconds = time.perf_counter() - t_train
 
+    if spec.neighbour:
+        keys, exported = union_of_directions([matrices[d].keys for d in mtype.directions], exported)
     arrays = {name: np.concatenate([e[name] for e in exported], axis=-1) for name in exported[0]}
     weights, bias = arrays.pop("weights"), arrays.pop("bias")
     keys, weights, zero_rows = drop_zero_rows(keys, weights, cls.link, arrays)

@@ -24,8 +24,9 @@ import numpy as np
 from training import __version__
 from training.errors import InputError
 from training.features.batch import pair_slice
-from training.features.matrix import (MERGE_GROUPS_PER_JOB, SUB_BATCH_PAIRS, count_range, merge_partitions,
-                                      partition_groups)
+from training.features.matrix import (MERGE_GROUPS_PER_JOB, SUB_BATCH_PAIRS, count_range, direction_index,
+                                      merge_partitions, partition_groups)
+from training.features.neighbour import gold_neighbour_words
 from training.features.rowchunks import ArrayReader
 from training.features.templates import pair_keys
 from training.eval.metrics import add_totals, slice_totals, summary_of_totals
@@ -246,8 +247,7 @@ def score_range(task: tuple) -> list[dict[str, dict[str, dict]]] | None:
     del keys
     for a in range(0, n, SUB_BATCH_PAIRS):
         b = min(a + SUB_BATCH_PAIRS, n)
-        batch = pair_slice(chunk.batch, a, b)
-        probs = model.predict_proba(batch)
+        probs = example_probabilities(model, store, chunk, a, b)
         for c in range(a, b, block):  # block divides SUB_BATCH_PAIRS: no block spans two sub-batches
             e = min(c + block, b)
             seen = seen_all[c:e]
@@ -258,6 +258,19 @@ def score_range(task: tuple) -> list[dict[str, dict[str, dict]]] | None:
                     totals[direction][name] = slice_totals(y[mask], p[mask], K)
             blocks.append(totals)
     return blocks
+
+
+def example_probabilities(model: LoadedModel, store: ExampleStore, chunk, a: int, b: int) -> np.ndarray:
+    """The model's probabilities [b - a x outputs] for examples a..b-1 of a store chunk: a
+    model with context scores each next to the neighbour the reference gives it (the
+    gold neighbour, training/features/neighbour.py), as it was trained."""
+    batch = pair_slice(chunk.batch, a, b)
+    if not model.has_context:
+        return model.predict_proba(batch)
+    return model.predict_proba_next_to(batch, {
+        direction: gold_neighbour_words(store, chunk.sentence[a:b], chunk.tgt_start[a:b], chunk.tgt_end[a:b],
+                                        direction_index(direction))
+        for direction in model.directions})
 
 
 def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,

@@ -7,7 +7,7 @@ precision / recall / F1. Tables 5-6 layout (a study): one row per model with tim
 accuracy, and P / R / F1 per class, plus log-loss. A signature line in the manner of
 sacrebleu says what made the numbers.
 
-Only formatting lives here; the numbers come from training/metrics.py.
+Only formatting lives here; the numbers come from training/eval/metrics.py.
 """
 
 from __future__ import annotations

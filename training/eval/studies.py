@@ -6,7 +6,7 @@
   feature sets on the held-out split, each model trained by `train_model` into a
   weight file and scored by `evaluate` exactly as `train` and `eval` would.
 
-It owns no algorithm: training is training/train.py, scoring training/evaluate.py.
+It owns no algorithm: training is training/api/train.py, scoring training/eval/evaluate.py.
 """
 
 from __future__ import annotations
@@ -64,6 +64,15 @@ def selection_curve(store_dir: str | os.PathLike, features: str, moses_type: str
             "n_features": int(nmi.size), "nmi": nmi, "points": points}
 
 
+def checked_families(families: list[str], params: dict[str, dict[str, Any]] | None) -> dict[str, type]:
+    """Each family's class, once its hyper-parameters are known to be in range: an unknown
+    family or a bad value is a UsageError before the first model trains."""
+    classes = {family: get_family(family) for family in families}
+    for family, cls in classes.items():
+        cls.from_params((params or {}).get(family))
+    return classes
+
+
 def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, families: list[str],
                    feature_sets: list[str], moses_type: str, threshold: int | None = None,
                    heldout_fraction: float = defaults.HELDOUT_FRACTION, params: dict[str, dict[str, Any]] | None = None,
@@ -76,7 +85,7 @@ def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     mtype = MosesType.parse(moses_type)
-    classes = {family: get_family(family) for family in families}  # InputError for an unknown one
+    classes = checked_families(families, params)
     rows: list[dict[str, Any]] = []
     for family, cls in classes.items():
         own = cls.features_by_language is not None or cls.default_features is not None

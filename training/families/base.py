@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from training.constraints import check_params, whole
 from training.errors import InputError, UsageError
 from training.features.spec import FeatureSpec
 from training.families.solvers.sparse import check_Xy
@@ -26,6 +27,10 @@ from training.probability import softmax
 
 # Constructor arguments `training.api` fills in itself where a family accepts them.
 IMPLIED_PARAMS = ("n_classes", "seed", "verbose", "memory")
+# Their accepted values (a family declares the rest in `_parameter_constraints`). The
+# memory budget's text ("4G") is read, and refused when below 64M, by training.parallel.
+IMPLIED_CONSTRAINTS: dict[str, list] = {"n_classes": [whole(2), None], "seed": [whole(0)], "verbose": [bool],
+                                        "memory": [whole(1), str, None]}
 
 
 class ReorderingClassifier(ABC):
@@ -51,6 +56,10 @@ class ReorderingClassifier(ABC):
     # The hybrid must know which columns are phrase-pair identities: `fit` then gets
     # `pair_columns=bool[F]`.
     needs_pair_columns: ClassVar[bool] = False
+    # The values each hyper-parameter accepts (training.constraints, scikit-learn's shape;
+    # the implied ones are IMPLIED_CONSTRAINTS). `from_params` checks them before any
+    # work and `check_Xy` again at fit's door, so a family built in code is checked too.
+    _parameter_constraints: ClassVar[dict[str, list]] = {}
 
     # ----- building one from hyper-parameters -----
     @classmethod
@@ -58,9 +67,27 @@ class ReorderingClassifier(ABC):
         return set(inspect.signature(cls.__init__).parameters) - {"self"}
 
     @classmethod
+    def default_params(cls) -> dict[str, Any]:
+        return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+                if name != "self" and p.default is not inspect.Parameter.empty}
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> None:
+        """UsageError (exit 2) naming the parameter, its value and its range for the first
+        value of `params` (defaults filling the rest) that the family does not accept."""
+        values = {**cls.default_params(), **params}
+        check_params(f"family {cls.family}", {**IMPLIED_CONSTRAINTS, **cls._parameter_constraints}, values)
+        cls.check_together(values)
+
+    @classmethod
+    def check_together(cls, values: Mapping[str, Any]) -> None:
+        """Conditions between values that a per-parameter range cannot say (default: none)."""
+
+    @classmethod
     def from_params(cls, given: Mapping[str, Any] | None = None, **implied: Any) -> "ReorderingClassifier":
-        """An instance from user hyper-parameters `given` (each must exist) plus the
-        IMPLIED_PARAMS (n_classes, seed, verbose, memory), passed only where the family takes them."""
+        """An instance from user hyper-parameters `given` (each must exist and be in its
+        range) plus the IMPLIED_PARAMS (n_classes, seed, verbose, memory), passed only where
+        the family takes them."""
         given = dict(given or {})
         accepted = cls.accepted_params()
         unknown = sorted(set(given) - accepted)
@@ -69,6 +96,7 @@ class ReorderingClassifier(ABC):
                              f"(it takes: {', '.join(sorted(accepted))})")
         params = {k: v for k, v in implied.items() if k in accepted and v is not None}
         params.update(given)
+        cls.check_params(params)
         return cls(**params)
 
     @classmethod
@@ -92,7 +120,9 @@ class ReorderingClassifier(ABC):
 
     # ----- the estimator -----
     def check_Xy(self, X: sp.csr_matrix, y: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, int]:
-        """The one input check at `fit`: CSR, integer labels in [0, n_classes); (X, y, K)."""
+        """The one input check at `fit`: the hyper-parameters in range, CSR, integer labels in
+        [0, n_classes); (X, y, K)."""
+        self.check_params(self.get_params())
         return check_Xy(X, y, getattr(self, "n_classes", None))
 
     @abstractmethod

@@ -19,16 +19,14 @@ same as the SVM's (`shrinking.run_shrinking`).
 EG's one step size per example is bounded by the curvature A = C ||x_i||^2 of its large
 classes, so a class whose alpha is hundreds of nats from its optimum moves a few
 hundredths of a nat a visit. Eq. 15 starts w at C init_eps times the feature counts,
-which grows with the corpus: at 44M examples w is in the tens of thousands, most
-classes are pushed to alphas of e^-300, and EG then stalls in its first tolerance with
-a largest gap of ~350 nats (benchmarks/RESULTS.md, issue 13). With step="exact" (the
-default) an example whose gap exceeds `exact_gap` and which an EG step left with more
-than EG_LEAVES (half) of it is then minimised exactly over its own simplex
-(`_exact_block`: the block's KKT condition, one Newton solve per class inside a
+which grows with the corpus, so on a large corpus most classes start hundreds of nats
+away and EG stalls in its first tolerance (benchmarks/RESULTS.md, issue 13). With
+step="exact" (the default) an example whose gap exceeds `exact_gap` and which an EG
+step left with more than EG_LEAVES (half) of it is then minimised exactly over its own
+simplex (`_exact_block`: the block's KKT condition, one Newton solve per class inside a
 safeguarded Newton on the multiplier, as in Yu, Huang and Lin's dual coordinate descent
-for maximum entropy). EG, ~25x cheaper a visit, keeps every example it moves well: on
-ja-en S7 (1.39M examples) the exact step ran on 0.15M visits instead of every one of
-the 2.7M with a gap above 2 nats, which had cost 1.35x the CPU of EG alone (issue 30).
+for maximum entropy). EG is far cheaper a visit and keeps every example it moves well,
+so the exact step runs only where EG leaves most of the gap (RESULTS, issue 30).
 step="eg" is the paper's algorithm alone.
 
 Bias: a constant feature of value `bias`, regularised (LIBLINEAR `-B` style), 0 = none.
@@ -43,7 +41,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from training.errors import InputError, UsageError
+from training.constraints import Interval, Options, positive, whole
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.prefetch import PREFETCH_FAR, PREFETCH_NEAR, prefetch
@@ -337,17 +335,21 @@ class DualMLR(ReorderingClassifier):
     exponentiated-gradient steps (eq. 11) with step halving;
     shrink_below: the shrinking tolerance cools down to eps * shrink_below while the
     stopping test stays every v_i < eps (1: LIBLINEAR's cooling, which at eps cycles
-    through a full pass per reactivation, 11 of them on ja-en S6; issue 30);
+    through a full pass per reactivation; issue 30);
     compact_below: the active fraction at which a streamed problem's active rows are
-    copied out (rows.Compacted). The copy sets a streamed run's peak, and each
-    reactivation's first copy lands somewhere below this fraction; cooling to
-    eps * shrink_below makes more phases than the SVM has, so the largest first copy
-    sampled at the SVM's 0.25 held 0.236 of the examples at 52M and the peak was 1.09x
-    issue 13's. 0.2 bounds it below that (RESULTS, issue 30);
+    copied out (rows.Compacted). The copy sets a streamed run's peak memory, and this
+    solver's extra cooling phases make larger first copies than the SVM's 0.25 allows
+    for, hence 0.2 (RESULTS, issue 30);
     memory: the budget (--memory) that sizes the streamed chunks and compact copies.
     """
 
     family = "dual-mlr"
+    _parameter_constraints = {
+        "C": [positive()], "eps": [positive()], "bias": [positive(closed_at_zero=True)], "max_passes": [whole(1)],
+        "init_eps": [Interval(0.0, 1.0, "neither")],  # eq. 15: every alpha inside its simplex
+        "max_trials": [whole(1)], "inner_steps": [whole(1)], "step": [Options(("exact", "eg"))],
+        "exact_gap": [positive(closed_at_zero=True)], "shrink_below": [Interval(0.0, 1.0, "right")],
+        "compact_below": [Interval(0.0, 1.0)]}
 
     def __init__(self, C: float = 1.0, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, init_eps: float = 1e-3,
@@ -373,8 +375,6 @@ class DualMLR(ReorderingClassifier):
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "DualMLR":
         X, y, K = self.check_Xy(X, y)
-        if self.step not in ("exact", "eg"):
-            raise UsageError(f"dual-mlr: step must be 'exact' or 'eg', got {self.step!r}")
         exact = self.step == "exact"
         n, F = X.shape
         C, bias = float(self.C), float(self.bias)

@@ -29,7 +29,7 @@ base features seen at most `base_threshold` times get no weight (a base feature 
 above both; give `--threshold` too to go below 10). It needs to know which
 columns are pair keys: `train` passes `pair_columns` because `needs_pair_columns` is set.
 Nothing it holds grows with the features seen once: at threshold 0 for every feature,
-Kyoto's 44.7M examples had 273M columns and training ran out of 24 GB (issue 29).
+a Kyoto-sized corpus has hundreds of millions of columns (RESULTS, issue 29).
 This module must not read stores.
 """
 
@@ -43,9 +43,10 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from training.constraints import positive, whole
 from training.errors import InputError, UsageError
 from training.families.base import ReorderingClassifier
-from training.families.registry import get_family, register
+from training.families.registry import FAMILIES, get_family, register
 from training.families.solvers.sparse import decision_scores
 from training.features.rowchunks import iter_row_chunks
 from training.npyfile import NpyAppender
@@ -123,6 +124,9 @@ class HybridBackoff(ReorderingClassifier):
     needs_pair_columns: ClassVar[bool] = True
     default_features: ClassVar[str] = "S7,pair"
     default_threshold: ClassVar[int] = 10
+    # rare_max >= 1: every training row has its pair's key, so 0 would leave the base no rows
+    _parameter_constraints = {"base": [str], "base_params": [dict, None], "rare_max": [whole(1)],
+                              "base_threshold": [whole(0)], "beta": [positive(), None]}
 
     def __init__(self, base: str = "maxent", base_params: dict | None = None, rare_max: int = 1,
                  base_threshold: int = 10, beta: float | None = None, n_classes: int | None = None,
@@ -135,12 +139,24 @@ class HybridBackoff(ReorderingClassifier):
         self.n_classes = n_classes
         self.verbose = verbose
 
+    @staticmethod
+    def _can_be_base(family: type[ReorderingClassifier]) -> bool:
+        """A softmax-link classifier over any features: its scores are the backoff's z(x)."""
+        return family.link == "softmax" and family.features_by_language is None and not family.needs_pair_columns
+
+    @classmethod
+    def check_together(cls, values) -> None:
+        """The base is a family that can be one, and base_params are in its ranges."""
+        if values["base"] not in FAMILIES or not cls._can_be_base(FAMILIES[values["base"]]):
+            bases = ", ".join(repr(name) for name, f in sorted(FAMILIES.items()) if cls._can_be_base(f))
+            raise UsageError(f"family hybrid: base={values['base']!r} is not allowed: base must be one of {bases}")
+        try:
+            FAMILIES[values["base"]].from_params(values["base_params"])
+        except UsageError as exc:
+            raise UsageError(f"family hybrid: base_params of its base, {exc}") from None
+
     def _base_model(self) -> ReorderingClassifier:
-        base = get_family(self.base)
-        if base.link != "softmax" or base.features_by_language is not None or base.needs_pair_columns:
-            raise UsageError(f"hybrid: base {self.base!r} must be a softmax-link classifier family "
-                             "(maxent, dual-mlr, svm, nb-map)")
-        return base.from_params(self.base_params, n_classes=self.n_classes, verbose=self.verbose)
+        return get_family(self.base).from_params(self.base_params, n_classes=self.n_classes, verbose=self.verbose)
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray, pair_columns: np.ndarray | None = None) -> "HybridBackoff":
         """One streamed pass finds each row's pair and the column counts; the base trains
@@ -242,8 +258,8 @@ class HybridBackoff(ReorderingClassifier):
     def _set_pair_weights(self, steps: int = 8) -> None:
         """w(pair) such that the mean prediction over the pair's rows is the backoff target.
 
-        Every [pairs x K] array is updated in place: at Kyoto's 31.6M pairs each is 758 MB,
-        and the expressions written out held about eight of them at once (issue 29)."""
+        Every [pairs x K] array is updated in place: with tens of millions of pairs each is
+        most of a GB, and the expressions written out held about eight of them (issue 29)."""
         q, c = self.pair_mean_proba_, self.pair_count_
         log_target = c + self.beta_ * q
         log_target /= c.sum(axis=1, keepdims=True) + self.beta_

@@ -4,7 +4,7 @@ Trained on the `pair` feature set (one phrase-pair identity key per example, thr
 0: every pair seen in training; for `-f` types the `source` set, the source-phrase
 identity, which is what Moses's f tables condition on), the class counts per column ARE
 the table's counts,
-and Moses's smoothing p_k = (c_k + s) / sum_j (c_j + s) comes from training/lexical.py
+and Moses's smoothing p_k = (c_k + s) / sum_j (c_j + s) comes from training/moses/table.py
 (the one implementation `moses-reorder lexical` writes tables with). The table then
 scores through the plain softmax link with no special case:
 
@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from training.constraints import positive
 from training.errors import InputError
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
@@ -47,6 +48,7 @@ class LexicalTable(ReorderingClassifier):
     # types, the source-phrase identity for `-f` types (Moses's p(o | f)). `train` uses
     # it by default and refuses any other feature set for the type.
     features_by_language: ClassVar[dict[str, str]] = {"fe": "pair", "f": "source"}
+    _parameter_constraints = {"smoothing": [positive(closed_at_zero=True)]}
 
     def __init__(self, smoothing: float = DEFAULT_SMOOTHING, n_classes: int | None = None):
         self.smoothing = smoothing

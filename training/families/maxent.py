@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 from training.progress import progress
 
-from training.errors import InputError, UsageError
+from training.constraints import Options, positive, whole
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.sparse import decision_scores, row_axpy, row_dot
@@ -146,6 +146,9 @@ class MaxEnt(ReorderingClassifier):
     """
 
     family = "maxent"
+    _parameter_constraints = {"C": [positive()], "solver": [Options(SOLVERS)], "bias": [positive(closed_at_zero=True)],
+                              "max_passes": [whole(1)], "tol": [positive()], "batch_size": [whole(1)],
+                              "learning_rate": [positive()]}
 
     def __init__(self, C: float = 1.0, solver: str = "lbfgs", bias: float = 1.0,
                  max_passes: int = 200, tol: float = 1e-6, batch_size: int = 256,
@@ -178,8 +181,6 @@ class MaxEnt(ReorderingClassifier):
 
     # -- fit -------------------------------------------------------------------------
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "MaxEnt":
-        if self.solver not in SOLVERS:
-            raise UsageError(f"maxent solver {self.solver!r}: expected one of {', '.join(SOLVERS)}")
         X, y, K = self.check_Xy(X, y)
         n, F = X.shape
         self.history_ = []

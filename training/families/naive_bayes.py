@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from training.errors import InputError, UsageError
+from training.constraints import Interval, positive
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
@@ -108,13 +108,9 @@ class _CountingNB(ReorderingClassifier):
         self.temperature_scaling = temperature_scaling
         self.n_classes = n_classes
 
-    def _check_alpha(self) -> None:
-        raise NotImplementedError
-
     def partial_fit(self, X: sp.csr_matrix, y: np.ndarray) -> "_CountingNB":
         """Add one chunk's counts (streaming: the store arrives in chunks)."""
         self._t0 = time.perf_counter()
-        self._check_alpha()
         X, y, K = self.check_Xy(X, y)
         counts, per_class = class_feature_counts(X, y, K)
         if getattr(self, "feature_count_", None) is None:
@@ -161,10 +157,8 @@ class MultinomialNBMap(_CountingNB):
 
     family: ClassVar[str] = "nb-map"
     link: ClassVar[str] = "softmax"
-
-    def _check_alpha(self) -> None:
-        if not self.alpha > 1.0:
-            raise UsageError(f"nb-map: alpha must be > 1 (eq. 10 MAP estimate), got {self.alpha}")
+    # eq. 10's MAP estimate is a mode of the Dirichlet only for alpha > 1
+    _parameter_constraints = {"alpha": [Interval(1.0, None, "neither")], "temperature_scaling": [bool]}
 
     def _finish(self) -> None:
         super()._finish()
@@ -195,9 +189,7 @@ class MultinomialNBBayes(_CountingNB):
     def __init__(self, alpha: float = 1.0, temperature_scaling: bool = True, n_classes: int | None = None):
         super().__init__(alpha=alpha, temperature_scaling=temperature_scaling, n_classes=n_classes)
 
-    def _check_alpha(self) -> None:
-        if not self.alpha > 0.0:
-            raise UsageError(f"nb-bayes: the Dirichlet alpha must be > 0, got {self.alpha}")
+    _parameter_constraints = {"alpha": [positive()], "temperature_scaling": [bool]}
 
     def _finish(self) -> None:
         super()._finish()

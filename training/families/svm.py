@@ -12,9 +12,8 @@ halved down to eps), as LIBLINEAR does.
 Which examples leave the active set (`shrinking`):
 - "paper": Algorithm 2 lines 6-7, v_i below the current tolerance. It drops free
   support vectors whose v_i grows again once their neighbours move, so every
-  reactivation finds new violators: on ja-en S7 (C=0.1, eps=0.1) 111 passes and 27
-  full-data equivalents against 48 and 12 for "bound" (CPU time came out about equal
-  there, see benchmarks/RESULTS.md).
+  reactivation finds new violators: more than twice the passes of "bound" for about
+  the same CPU time (benchmarks/RESULTS.md, Training).
 - "bound" (default): the example's classes are all but one pinned at their bound with
   a gradient that keeps them there (LIBLINEAR's test), i.e. eq. 12 holds exactly and
   stays robust to small changes of w. Same optimum, same certificate.
@@ -47,7 +46,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from training.errors import InputError, UsageError
+from training.constraints import Options, positive, whole
 from training.families.base import ReorderingClassifier
 from training.families.registry import register
 from training.families.solvers.calibration import fit_temperature
@@ -203,6 +202,8 @@ class MulticlassSVM(ReorderingClassifier):
     """
 
     family = "svm"
+    _parameter_constraints = {"C": [positive()], "eps": [positive()], "bias": [positive(closed_at_zero=True)],
+                              "max_passes": [whole(1)], "shrinking": [Options(SHRINKING)]}
 
     def __init__(self, C: float = 0.1, eps: float = 0.1, bias: float = 1.0,
                  max_passes: int = 1000, seed: int = 0, shrinking: str = "bound",
@@ -219,10 +220,8 @@ class MulticlassSVM(ReorderingClassifier):
         self.memory = memory
 
     def fit(self, X: sp.csr_matrix, y: np.ndarray) -> "MulticlassSVM":
-        if self.shrinking not in SHRINKING:
-            raise UsageError(f"svm shrinking {self.shrinking!r}: expected one of {', '.join(SHRINKING)}")
-        paper_shrink = self.shrinking == "paper"
         X, y, n_classes = self.check_Xy(X, y)
+        paper_shrink = self.shrinking == "paper"
         n, F = X.shape
         w = np.zeros((F + 1, n_classes), dtype=np.float64)
         rows = (X.indptr, X.indices, X.data)

@@ -2,7 +2,7 @@
 
 Two users: the scorer maps a request's keys to rows of the weight matrix
 (`KeyIndex`), and the vocabulary builder counts keys over the training data
-(`KeyCounter`). Keys are already finalized hashes (training/features.py), so their low
+(`KeyCounter`). Keys are already finalized hashes (training/features/templates.py), so their low
 bits are uniform and serve directly as the slot. This module must not know about
 features or models; it only maps uint64 -> int.
 """

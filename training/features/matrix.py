@@ -5,7 +5,7 @@ sentences (the papers keep features seen more than 10 times) and maps a PairBatc
 CSR rows over those keys. `build_matrix` streams a whole example store through it
 twice (count, then map) and caches the result under STORE/features/ so that several
 trainers reuse one matrix. This module must not extract features itself (it calls
-training/features.py) nor know about labels or families.
+training/features/templates.py) nor know about labels or families.
 
 Both passes are tasks of the shared runner (training/parallel.py: in-process, local
 processes or Dask), over ranges of examples, with memory bounded by `--memory`, never
@@ -87,6 +87,34 @@ def iter_keys(batch: PairBatch, spec: FeatureSpec, size: int = SUB_BATCH_PAIRS) 
     """extract_keys over bounded slices of a large batch."""
     for lo in range(0, batch.n_pairs, size):
         yield extract_keys(pair_slice(batch, lo, min(lo + size, batch.n_pairs)), spec)
+
+
+def chunk_keys(store, chunk, spec: FeatureSpec, direction: str | None = None,
+               size: int = SUB_BATCH_PAIRS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The training rows' keys of a store chunk, in bounded slices: its pairs' features, and
+    with neighbour features the gold neighbour's in `direction` merged into each row (a
+    context model's rows differ by direction, so each direction has its own matrix)."""
+    if not spec.neighbour:
+        yield from iter_keys(chunk.batch, spec, size)
+        return
+    from training.features.neighbour import gold_neighbour_words, neighbour_keys, with_neighbour_keys
+
+    d = direction_index(direction)
+    extra = neighbour_keys(*gold_neighbour_words(store, chunk.sentence, chunk.tgt_start, chunk.tgt_end, d), d)
+    pair = spec.pair_spec
+    n = chunk.batch.n_pairs
+    for lo in range(0, n, size):
+        hi = min(lo + size, n)
+        yield with_neighbour_keys(*extract_keys(pair_slice(chunk.batch, lo, hi), pair), extra[lo:hi])
+
+
+def direction_index(direction: str | None) -> int:
+    """training/features/neighbour.py's BACKWARD or FORWARD for a Moses direction name."""
+    from training.features.neighbour import BACKWARD, FORWARD
+
+    if direction not in ("backward", "forward"):
+        raise UsageError(f"neighbour features are built for one direction, backward or forward (got {direction!r})")
+    return BACKWARD if direction == "backward" else FORWARD
 
 
 @nb.njit(nogil=True, cache=True)
@@ -213,8 +241,10 @@ class FeatureMatrix:
 
 
 def cache_name(spec: FeatureSpec, threshold: int, sentence_mask: np.ndarray | None,
-               keep_pairs: bool = False) -> str:
+               keep_pairs: bool = False, direction: str | None = None) -> str:
     name = f"{spec.name}-t{threshold}" + ("+pairs" if keep_pairs else "")
+    if spec.neighbour:
+        name += f"-{direction}"
     if sentence_mask is not None:
         digest = hashlib.sha256(np.packbits(np.asarray(sentence_mask, dtype=bool)).tobytes()).hexdigest()
         name += f"-m{digest[:12]}"
@@ -228,15 +258,15 @@ def _store_identity(store) -> dict[str, Any]:
             "created_at": store.meta.get("created_at")}
 
 
-def _load_cache(path: Path, store, spec: FeatureSpec, threshold: int, keep_pairs: bool = False
-                ) -> FeatureMatrix | None:
+def _load_cache(path: Path, store, spec: FeatureSpec, threshold: int, keep_pairs: bool = False,
+                direction: str | None = None) -> FeatureMatrix | None:
     try:
         meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return None
     if (meta.get("format") != CACHE_FORMAT or meta.get("store") != _store_identity(store)
             or meta.get("spec") != spec.name or meta.get("threshold") != threshold
-            or bool(meta.get("keep_pairs", False)) != keep_pairs):
+            or bool(meta.get("keep_pairs", False)) != keep_pairs or meta.get("direction") != direction):
         return None
     arrays = {n: np.load(path / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in ("keys", "indptr", "indices")}
     X = _matrix(np.asarray(arrays["indptr"]), np.asarray(arrays["indices"]), arrays["keys"].shape[0])
@@ -263,8 +293,12 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 def build_matrix(store, spec: FeatureSpec | str, threshold: int,
                  sentence_mask: np.ndarray | None = None, *, cache: bool = True,
                  progress: bool = False, jobs: int | None = 1, scheduler: str | None = None,
-                 memory: int | str | None = None, keep_pairs: bool = False) -> FeatureMatrix:
+                 memory: int | str | None = None, keep_pairs: bool = False,
+                 direction: str | None = None) -> FeatureMatrix:
     """X [n_examples x F] over ALL store examples, vocabulary counted on the masked sentences.
+
+    direction: for a spec with neighbour features, the direction whose gold neighbour each
+    row holds (chunk_keys); ignored otherwise.
 
     keep_pairs: every phrase-pair identity key of the masked sentences is kept whatever
     its count (the spec must hold the `pair` template), the other keys by the threshold.
@@ -286,19 +320,23 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
     threshold = int(threshold)
     if keep_pairs and "pair" not in spec.templates:
         raise UsageError(f"features {spec.name}: keeping every phrase pair needs the pair template")
+    if spec.neighbour:
+        direction_index(direction)
+    else:
+        direction = None
     if sentence_mask is not None:
         sentence_mask = np.asarray(sentence_mask, dtype=bool)
         if sentence_mask.shape != (store.n_sentences,):
             raise InputError(f"sentence_mask must have shape ({store.n_sentences},), got {sentence_mask.shape}")
     root = Path(store.path) / "features"
-    target = root / cache_name(spec, threshold, sentence_mask, keep_pairs)
+    target = root / cache_name(spec, threshold, sentence_mask, keep_pairs, direction)
     if cache:
-        found = _load_cache(target, store, spec, threshold, keep_pairs)
+        found = _load_cache(target, store, spec, threshold, keep_pairs, direction)
         if found is not None:
             return found
     jobs = jobs_that_pay(resolve_jobs(jobs), store.n_examples, WORKER_EXAMPLES, scheduler)
     plan = _Plan(store, spec, threshold, jobs, scheduler, parse_memory(memory if memory is not None else defaults.MEMORY),
-                 keep_pairs)
+                 keep_pairs, direction)
     if not cache:
         with tempfile.TemporaryDirectory(prefix="features-") as tmp:
             built = _build(plan, Path(tmp) / "matrix", sentence_mask, progress)
@@ -312,7 +350,7 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=root))
     try:
         _build(plan, tmp, sentence_mask, progress)
-        if _load_cache(target, store, spec, threshold, keep_pairs) is not None:
+        if _load_cache(target, store, spec, threshold, keep_pairs, direction) is not None:
             shutil.rmtree(tmp)  # another builder finished first: same content, keep theirs
         else:
             if target.exists():  # a cache this build replaces (e.g. written before pair_columns.npy)
@@ -324,7 +362,7 @@ def build_matrix(store, spec: FeatureSpec | str, threshold: int,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     fsync_directory(root)
-    found = _load_cache(target, store, spec, threshold, keep_pairs)
+    found = _load_cache(target, store, spec, threshold, keep_pairs, direction)
     if found is None:
         raise InputError(f"feature cache {target} was written but cannot be read back", store.path)
     return found
@@ -341,6 +379,7 @@ class _Plan:
     scheduler: str | None
     memory: int
     keep_pairs: bool = False
+    direction: str | None = None
 
     def ranges(self) -> list[tuple[int, int]]:
         """Example ranges of the tasks: as many examples as a job's share of the budget holds."""
@@ -375,7 +414,7 @@ def _build_with(runner, plan: _Plan, out: Path, sentence_mask: np.ndarray | None
         mask_path = str(spill / "mask.npy")
         _save_npy(Path(mask_path), sentence_mask)
     ranges = plan.ranges()
-    count_tasks = [(str(store.path), spec.name, lo, hi, mask_path, str(spill / f"count-{i:05d}"))
+    count_tasks = [(str(store.path), spec.name, lo, hi, mask_path, str(spill / f"count-{i:05d}"), plan.direction)
                    for i, (lo, hi) in enumerate(ranges)]
     spills = list(plan.run(runner, count_range, count_tasks, progress, f"count {spec.name}"))
     pairs_path = pairs = None
@@ -405,7 +444,8 @@ def _build_with(runner, plan: _Plan, out: Path, sentence_mask: np.ndarray | None
     # through the pool's pipes, no copy in this process (in-process tasks return arrays).
     in_process = plan.scheduler is None and plan.jobs == 1
     map_tasks = [(str(store.path), spec.name, str(out / "keys.npy"), lo, hi,
-                  None if in_process else str(out / f"map-{i:05d}")) for i, (lo, hi) in enumerate(ranges)]
+                  None if in_process else str(out / f"map-{i:05d}"), plan.direction)
+                 for i, (lo, hi) in enumerate(ranges)]
     indptr = NpyAppender(out / "indptr.npy", np.int64)
     indices = NpyAppender(out / "indices.npy", np.int32)
     try:
@@ -428,7 +468,7 @@ def _build_with(runner, plan: _Plan, out: Path, sentence_mask: np.ndarray | None
         raise
     meta = {
         "format": CACHE_FORMAT, "version": 1, "spec": spec.name, "threshold": plan.threshold,
-        "keep_pairs": plan.keep_pairs,
+        "keep_pairs": plan.keep_pairs, "direction": plan.direction,
         "store": _store_identity(store), "n_features": int(np.load(out / "keys.npy", mmap_mode="r").shape[0]),
         "n_distinct": n_distinct,
         "mask_sentences": None if sentence_mask is None else int(sentence_mask.sum()),
@@ -455,7 +495,8 @@ def count_range(task: tuple) -> tuple[str, np.ndarray]:
     with their counts; its partition p is [bounds[p], bounds[p+1]). Returns (prefix, bounds).
     The examples are read COUNT_READ_EXAMPLES at a time (never a whole range's batch).
     """
-    store_path, spec_name, lo, hi, mask_path, prefix = task
+    store_path, spec_name, lo, hi, mask_path, prefix, *rest = task  # rest: (direction,) of neighbour features
+    direction = rest[0] if rest else None
     store = _open_store(store_path)
     spec = FeatureSpec.parse(spec_name)
     mask = None if mask_path is None else np.load(mask_path, mmap_mode="r")
@@ -463,7 +504,7 @@ def count_range(task: tuple) -> tuple[str, np.ndarray]:
     for a in range(lo, hi, COUNT_READ_EXAMPLES):
         chunk = store.read_examples(a, min(a + COUNT_READ_EXAMPLES, hi), mask)
         if chunk is not None:
-            for _, keys in iter_keys(chunk.batch, spec):
+            for _, keys in chunk_keys(store, chunk, spec, direction):
                 counter.add(keys)
     keys, counts = counter.items()
     edges = np.arange(1 << PARTITION_BITS, dtype=np.uint64) << np.uint64(64 - PARTITION_BITS)
@@ -536,16 +577,19 @@ _VOCAB: dict[str, FeatureVocab] = {}  # a worker keeps the last vocabulary it ma
 def map_range(task: tuple) -> tuple[np.ndarray, np.ndarray] | tuple[str, str]:
     """Task: (indptr, column indices) of examples lo..hi-1 over the kept keys at keys_path;
     with an `out` prefix, written to out.indptr.npy / out.indices.npy and their paths returned."""
-    store_path, spec_name, keys_path, lo, hi, out = task
+    store_path, spec_name, keys_path, lo, hi, out, *rest = task
+    direction = rest[0] if rest else None
     vocab = _VOCAB.get(keys_path)
     if vocab is None:
         _VOCAB.clear()
         vocab = _VOCAB[keys_path] = FeatureVocab(spec_name, 0).set_keys(np.load(keys_path))
-    chunk = _open_store(store_path).read_examples(lo, hi) if hi > lo else None
+    store = _open_store(store_path)
+    chunk = store.read_examples(lo, hi) if hi > lo else None
     if chunk is None:
         ptr, cols = np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32)
     else:
-        X = _csr([vocab.transform_keys(*k) for k in iter_keys(chunk.batch, vocab.spec)], vocab.n_features)
+        X = _csr([vocab.transform_keys(*k) for k in chunk_keys(store, chunk, vocab.spec, direction)],
+                 vocab.n_features)
         ptr, cols = X.indptr, X.indices
     if out is None:
         return ptr, cols

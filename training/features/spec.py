@@ -3,10 +3,10 @@
 A `FeatureSpec` is what a weight file records so the server extracts exactly the
 features the model was trained on. It names the SVM paper's sets S1..S15 (Table 2) or a
 free combination such as `alignments,context=1,anova=2`. This module only parses and
-prints settings; the extraction itself is in training/features.py.
+prints settings; the extraction itself is in training/features/templates.py.
 
 Template tags are hashed here once (`template_tags`); their strings are part of the
-hash scheme: changing one invalidates every weight file, like training/hashing.py.
+hash scheme: changing one invalidates every weight file, like training/features/hashing.py.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import numpy as np
 
 from training.errors import InputError, UsageError
 from training.features.hashing import hash_string
+
+NEIGHBOUR_KINDS = ("", "words")  # training/features/neighbour.py builds them
 
 TEMPLATES = ("words", "boundaries", "alignments", "pair", "source")
 ANOVA_DEGREES = ("1", "2", "le2")
@@ -44,11 +46,14 @@ _TABLE2 = {
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """Templates (a subset of TEMPLATES), source context size, ANOVA degree."""
+    """Templates (a subset of TEMPLATES), source context size, ANOVA degree, and the
+    decoder's context: `neighbour` features of the phrase placed next to the pair
+    (training/features/neighbour.py; "" none), which stay out of the ANOVA pairs."""
 
     templates: tuple[str, ...]
     context: int = 0
     anova: str = "1"
+    neighbour: str = ""
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.templates if t not in TEMPLATES]
@@ -60,18 +65,22 @@ class FeatureSpec:
             raise UsageError(f"feature spec: context={self.context} (expected 0..{MAX_CONTEXT})")
         if self.anova not in ANOVA_DEGREES:
             raise UsageError(f"feature spec: anova={self.anova!r} (expected 1, 2 or le2)")
+        if self.neighbour not in NEIGHBOUR_KINDS:
+            raise UsageError(f"feature spec: neighbour={self.neighbour!r} (expected "
+                             f"{' or '.join(k for k in NEIGHBOUR_KINDS if k)})")
         # Canonical template order, so equal specs print equally.
         object.__setattr__(self, "templates", tuple(t for t in TEMPLATES if t in self.templates))
 
     @classmethod
     def parse(cls, text: str) -> "FeatureSpec":
-        """`S7`, or comma-separated items: templates, `context=N`, `anova=1|2|le2`.
+        """`S7`, or comma-separated items: templates, `context=N`, `anova=1|2|le2`,
+        `neighbour` (= `neighbour=words`).
 
         A named set may start the list and later items add templates or override
-        settings (e.g. `S7,pair`).
+        settings (e.g. `S7,pair`, `S6,neighbour`).
         """
         templates: list[str] = []
-        context, anova = 0, "1"
+        context, anova, neighbour = 0, "1", ""
         items = [item.strip() for item in str(text).split(",") if item.strip()]
         if not items:
             raise UsageError("feature spec is empty (expected e.g. S7 or alignments,context=1)")
@@ -87,20 +96,31 @@ class FeatureSpec:
                 if not value.isdigit():
                     raise UsageError(f"feature spec {text!r}: {item!r} needs a number")
                 context = int(value)
+            elif item == "neighbour" or item.startswith("neighbour="):
+                neighbour = item.partition("=")[2] or "words"
             elif item.startswith("anova="):
                 anova = {"<=2": "le2", "1|2": "le2"}.get(item.partition("=")[2], item.partition("=")[2])
             else:
                 raise UsageError(f"feature spec {text!r}: unknown item {item!r} "
-                                 f"(expected S1..S15, {', '.join(TEMPLATES)}, context=N, anova=1|2|le2)")
-        return cls(tuple(dict.fromkeys(templates)), context, anova)
+                                 f"(expected S1..S15, {', '.join(TEMPLATES)}, context=N, anova=1|2|le2, "
+                                 "neighbour)")
+        return cls(tuple(dict.fromkeys(templates)), context, anova, neighbour)
 
     @property
     def name(self) -> str:
-        """The Table 2 name if there is one, else the canonical combination."""
+        """The Table 2 name if there is one, else the canonical combination; then the
+        neighbour features, if any (`S6,neighbour`)."""
+        extra = "" if not self.neighbour else ",neighbour" if self.neighbour == "words" \
+            else f",neighbour={self.neighbour}"
         for name, (template, context, anova) in _TABLE2.items():
             if self.templates == (template,) and self.context == context and self.anova == anova:
-                return name
-        return ",".join([*self.templates, f"context={self.context}", f"anova={self.anova}"])
+                return name + extra
+        return ",".join([*self.templates, f"context={self.context}", f"anova={self.anova}"]) + extra
+
+    @property
+    def pair_spec(self) -> "FeatureSpec":
+        """The features of the pair alone (phi): this spec without the neighbour's."""
+        return FeatureSpec(self.templates, self.context, self.anova)
 
     def __str__(self) -> str:
         return self.name

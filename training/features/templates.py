@@ -1,11 +1,12 @@
 """Feature extraction: PairBatch -> sorted, de-duplicated 64-bit feature keys per pair.
 
 This is the one implementation of the SVM paper's feature templates (Tables 2 and 3);
-trainers (through training/vocab.py) and the server (through training/model.py) both
+trainers (through training/features/matrix.py) and the server (through
+training/modelfile/model.py) both
 call `extract_keys`, which is what keeps training and serving from drifting apart.
 It must not look at anything outside the PairBatch (no target context, no corpus ids).
 
-Key scheme (pinned in tests/features/test_features.py):
+Key scheme (pinned in tests/features/test_keys_pinned.py):
 - a base feature is `finalize(combine(tag, token))`, or for an alignment
   `finalize(combine(combine(tag_align, f), e))`; context words use a position tag
   (`ctx-2`, `ctx+1`, ...) and the tokens `<s>`/`</s>` past the sentence edges;
@@ -203,7 +204,14 @@ def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tok
 
 
 def extract_keys(batch: PairBatch, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of feature keys: pair p has keys[indptr[p]:indptr[p+1]], sorted and unique."""
+    """CSR of feature keys: pair p has keys[indptr[p]:indptr[p+1]], sorted and unique.
+
+    These are the pair's own features. A spec with neighbour features is refused: their keys
+    depend on the phrase next to the pair (training/features/neighbour.py), so a caller must
+    say which it means (spec.pair_spec for the own block)."""
+    if spec.neighbour:
+        raise ValueError(f"extract_keys: {spec.name} has neighbour features; pass spec.pair_spec "
+                         "and add the neighbour's keys (training.features.neighbour)")
     indptr, full, used = _extract(
         batch.src_tokens, batch.src_offsets, batch.pair_sentence, batch.src_start, batch.src_end,
         batch.tgt_tokens, batch.tgt_offsets, batch.align_src, batch.align_tgt, batch.align_offsets,

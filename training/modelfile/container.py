@@ -2,7 +2,7 @@
 
 Every trainer writes one of these and the server reads it (into memory, never mapped). This module knows bytes, not
 models: it stores a metadata dict and named numpy arrays and gives them back exactly,
-or raises ModelFileError. What the arrays mean is training/model.py's business.
+or raises ModelFileError. What the arrays mean is training/modelfile/model.py's business.
 Never pickle; never return anything from a file whose checksum does not match.
 
 Layout (all integers little-endian):
@@ -84,9 +84,12 @@ def _layout(arrays: dict[str, np.ndarray]) -> tuple[list[dict[str, Any]], list[n
 def write_weight_file(path: str | os.PathLike, metadata: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
     """Write atomically (temp file in the same directory, fsync, rename); return the SHA-256 hex."""
     path = Path(path)
-    entries, payload, data_len = _layout(arrays)
-    header = json.dumps({"metadata": metadata, "arrays": entries}, sort_keys=True, ensure_ascii=False,
-                        allow_nan=False).encode("utf-8")
+    try:
+        entries, payload, data_len = _layout(arrays)
+        header = json.dumps({"metadata": metadata, "arrays": entries}, sort_keys=True, ensure_ascii=False,
+                            allow_nan=False).encode("utf-8")
+    except (ValueError, TypeError) as exc:  # a bad array, or metadata JSON cannot hold (NaN, objects)
+        raise ModelFileError(f"cannot be written: {exc}", path) from None
     data_offset = _PREAMBLE.size + len(header)
     data_offset += _pad(data_offset)
     file_len = data_offset + data_len + _DIGEST

@@ -29,7 +29,7 @@ from training.features.templates import extract_keys, key_bounds
 from training.features.spec import FeatureSpec
 from training.features.hashing import HASH_SCHEME
 from training.features.keytable import KeyIndex, find_row
-from training.modelfile.links import LINKS
+from training.modelfile.links import LINKS, softmax_blocks
 from training.moses.types import MosesType
 from training.modelfile.container import read_weight_file, write_weight_file
 
@@ -47,7 +47,8 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
                 hyperparameters: dict[str, Any] | None = None, corpus_fingerprint: str = "",
                 training_seconds: float = 0.0, extras: dict[str, np.ndarray] | None = None,
                 float16: bool = False, metadata: dict[str, Any] | None = None) -> str:
-    """Validate and write one model file (atomically); return its SHA-256.
+    """Validate and write one model file (atomically); return its SHA-256. What cannot be
+    written is a ModelFileError (exit 4) naming the file, never a half-written file.
 
     `weights` columns are the Moses type's outputs (backward block first). `metadata`
     adds family-specific entries (e.g. a lexical model's smoothing).
@@ -55,21 +56,22 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
     mtype = MosesType.parse(moses_type)
     spec = features if isinstance(features, FeatureSpec) else FeatureSpec.parse(features)
     if link not in LINKS:
-        raise ValueError(f"unknown link {link!r} (registered: {', '.join(sorted(LINKS))})")
+        raise ModelFileError(f"unknown link {link!r} (registered: {', '.join(sorted(LINKS))})", path)
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
     n_out = len(mtype.outputs)
     weights = np.asarray(weights)
     bias = np.asarray(bias, dtype=np.float32)
     if keys.ndim != 1 or (keys.shape[0] > 1 and not np.all(keys[1:] > keys[:-1])):
-        raise ValueError("keys must be a strictly increasing uint64 vector")
+        raise ModelFileError("keys must be a strictly increasing uint64 vector", path)
     if weights.shape != (keys.shape[0], n_out) or bias.shape != (n_out,):
-        raise ValueError(f"weights {weights.shape} / bias {bias.shape} do not match {keys.shape[0]} keys "
-                         f"x {n_out} outputs of {mtype}")
+        raise ModelFileError(f"weights {weights.shape} / bias {bias.shape} do not match {keys.shape[0]} keys "
+                             f"x {n_out} outputs of {mtype}", path)
     if not (np.isfinite(weights).all() and np.isfinite(bias).all()):
-        raise ValueError("weights or bias contain NaN or infinity")
+        raise ModelFileError("weights or bias contain NaN or infinity (the training diverged: see its "
+                             "hyper-parameters)", path)
     weights = weights.astype(np.float16 if float16 else np.float32)
     if float16 and not np.all(np.isfinite(weights)):
-        raise ValueError("weights overflow float16; write them as float32")
+        raise ModelFileError("weights overflow float16; write them as float32", path)
     meta: dict[str, Any] = dict(metadata or {})
     meta.update({
         "format": MODEL_FORMAT, "family": family, "link": link, "moses_type": str(mtype),
@@ -84,7 +86,7 @@ def write_model(path: str | os.PathLike, *, family: str, moses_type: str, keys: 
     arrays = dict(extras or {})
     for name in ("keys", "weights", "bias"):
         if name in arrays:
-            raise ValueError(f"extra array {name!r} clashes with a model array")
+            raise ModelFileError(f"extra array {name!r} clashes with a model array", path)
     arrays.update(keys=keys, weights=weights, bias=bias)
     return write_weight_file(path, meta, arrays)
 
@@ -157,17 +159,25 @@ class LoadedModel:
     def index_nbytes(self) -> int:
         return self._index.nbytes
 
-    def scores(self, indptr: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per-output sums + bias for each row of a key CSR, and how many keys were known."""
+    @property
+    def has_context(self) -> bool:
+        """Whether the model conditions on the phrase placed next to each pair (neighbour
+        features): its probabilities then need that phrase, and a server answers with
+        `context_blocks` instead."""
+        return bool(self.spec.neighbour)
+
+    def scores(self, indptr: np.ndarray, keys: np.ndarray, bias: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Per-output sums (+ bias) for each row of a key CSR, and how many keys were known."""
         n = indptr.shape[0] - 1
         out = np.empty((n, len(self.outputs)), dtype=np.float32)
         n_found = np.empty(n, dtype=np.int32)
         w = self.weights
+        b = self.bias if bias else np.zeros_like(self.bias)
         if w.dtype == np.float16:
-            _score(indptr, keys, self.keys, self._index.slots, w.view(np.uint16), _HALF_TO_FLOAT, self.bias,
+            _score(indptr, keys, self.keys, self._index.slots, w.view(np.uint16), _HALF_TO_FLOAT, b,
                    out, n_found)
         else:
-            _score(indptr, keys, self.keys, self._index.slots, w, None, self.bias, out, n_found)
+            _score(indptr, keys, self.keys, self._index.slots, w, None, b, out, n_found)
         return out, n_found
 
     def predict_proba_keys(self, indptr: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -175,9 +185,64 @@ class LoadedModel:
         return LINKS[self.link_name](self, scores, n_found)
 
     def predict_proba(self, batch: PairBatch) -> np.ndarray:
-        """float32 [n_pairs x n_outputs], Moses's column order; each direction block sums to 1."""
+        """float32 [n_pairs x n_outputs], Moses's column order; each direction block sums to 1.
+        A context model's probabilities need each pair's neighbour: `predict_proba_next_to`."""
+        if self.has_context:
+            raise ValueError(f"{self.spec.name} conditions on the neighbouring phrase: use predict_proba_next_to "
+                             "or context_blocks")
         indptr, keys = extract_keys(batch, self.spec)
         return self.predict_proba_keys(indptr, keys)
+
+    def _neighbour_scores(self, tgt: np.ndarray, src: np.ndarray, direction: str) -> np.ndarray:
+        """What neighbours (their boundary words) add to the scores of `direction`'s block:
+        [n x n_outputs], the other direction's columns zero."""
+        from training.features.neighbour import BACKWARD, FORWARD, KEYS_PER_NEIGHBOUR, neighbour_keys
+
+        keys = neighbour_keys(tgt, src, BACKWARD if direction == "backward" else FORWARD).reshape(-1)
+        indptr = np.arange(0, keys.shape[0] + 1, KEYS_PER_NEIGHBOUR, dtype=np.int64)
+        out, _ = self.scores(indptr, keys, bias=False)
+        K, d = len(self.classes), self.directions.index(direction)
+        out[:, :d * K] = 0.0
+        out[:, (d + 1) * K:] = 0.0
+        return out
+
+    def context_blocks(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A context model's answer for one sentence (proto ScoreResponse): each pair's own
+        scores [n x outputs] (bias in, before the softmax), what it adds as a neighbour
+        [n x outputs] (backward columns from its last target word, forward from its first)
+        and what the sentence edges add [outputs]."""
+        both = self._own_and_neighbour(batch)
+        K = len(self.outputs)
+        return both[:, :K], both[:, K:], self._boundary()
+
+    def _own_and_neighbour(self, batch: PairBatch) -> np.ndarray:
+        from training.features.neighbour import BACKWARD, FORWARD, pair_boundary_words
+
+        own, _ = self.scores(*extract_keys(batch, self.spec.pair_spec))
+        neighbour = np.zeros_like(own)
+        for direction in self.directions:
+            d = BACKWARD if direction == "backward" else FORWARD
+            neighbour += self._neighbour_scores(*pair_boundary_words(batch, d), direction)
+        return np.concatenate([own, neighbour], axis=1)
+
+    def _boundary(self) -> np.ndarray:
+        from training.features.neighbour import BACKWARD, FORWARD, edge_words
+
+        boundary = np.zeros(len(self.outputs), dtype=np.float32)
+        for direction in self.directions:
+            d = BACKWARD if direction == "backward" else FORWARD
+            boundary += self._neighbour_scores(*edge_words(d), direction)[0]
+        return boundary
+
+    def predict_proba_next_to(self, batch: PairBatch, neighbours: dict[str, tuple[np.ndarray, np.ndarray]]
+                              ) -> np.ndarray:
+        """A context model's probabilities [n x outputs] when each pair's neighbour in each
+        direction is known: `neighbours[direction]` = (target word hashes, source word
+        hashes) [n] (training/features/neighbour.py: gold_neighbour_words for the reference's)."""
+        own, _ = self.scores(*extract_keys(batch, self.spec.pair_spec))
+        for direction in self.directions:
+            own += self._neighbour_scores(*neighbours[direction], direction)
+        return softmax_blocks(own, len(self.classes))
 
     def key_bounds(self, batch: PairBatch) -> np.ndarray:
         """Cumulative upper bounds of the batch's feature keys under this model's features
@@ -190,15 +255,28 @@ class LoadedModel:
         `slice_keys` keys each (`bounds` from `key_bounds`), asking `keep_going()` before
         each slice; None as soon as it says no. A server scores this way so a request whose
         client gave up, or a server that is shutting down, stops within one slice."""
+        return self._sliced(batch, bounds, slice_keys, keep_going, self.predict_proba, len(self.outputs))
+
+    def context_blocks_sliced(self, batch: PairBatch, bounds: np.ndarray, slice_keys: int,
+                              keep_going: Callable[[], bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """`context_blocks` (same answers) in slices, as `predict_proba_sliced`."""
+        own = self._sliced(batch, bounds, slice_keys, keep_going, self._own_and_neighbour, 2 * len(self.outputs))
+        if own is None:
+            return None
+        K = len(self.outputs)
+        return own[:, :K], own[:, K:], self._boundary()
+
+    def _sliced(self, batch: PairBatch, bounds: np.ndarray, slice_keys: int, keep_going: Callable[[], bool],
+                score: Callable[[PairBatch], np.ndarray], width: int) -> np.ndarray | None:
         n = batch.n_pairs
-        out = np.empty((n, len(self.outputs)), dtype=np.float32)
+        out = np.empty((n, width), dtype=np.float32)
         start = 0
         while start < n:
             if not keep_going():
                 return None
             stop = int(np.searchsorted(bounds, bounds[start] + slice_keys, side="right")) - 1
             stop = min(max(stop, start + 1), n)
-            out[start:stop] = self.predict_proba(pair_slice(batch, start, stop))
+            out[start:stop] = score(pair_slice(batch, start, stop))
             start = stop
         return out
 
@@ -323,7 +401,14 @@ def _warm_up(model: LoadedModel) -> None:
     from training.modelfile.request import batch_from_strings
 
     p = model.path
-    probs = np.asarray(model.predict_proba(batch_from_strings(["a", "b"], [(0, 1, ["x"], [(0, 0)])])))
+    batch = batch_from_strings(["a", "b"], [(0, 1, ["x"], [(0, 0)])])
+    if model.has_context:
+        _check(model.link_name == "softmax", p, f"a model with {model.spec.name} must use the softmax link")
+        own, neighbour, boundary = model.context_blocks(batch)
+        probs = softmax_blocks(own + boundary[None, :], len(model.classes))
+        _check(bool(np.all(np.isfinite(neighbour))), p, "warm-up neighbour block is not finite")
+    else:
+        probs = np.asarray(model.predict_proba(batch))
     n_out = len(model.outputs)
     _check(probs.shape == (1, n_out) and bool(np.all(np.isfinite(probs))), p,
            f"warm-up score has shape {probs.shape} (expected (1, {n_out})) or is not finite")

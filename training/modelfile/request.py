@@ -4,7 +4,7 @@ The server calls `batch_from_request_arrays` with the packed fields of
 proto/reordering/v1/reordering.proto; every check runs in one numba pass (no per-pair Python)
 and a bad request raises InputError naming the proto field, which the server turns
 into INVALID_ARGUMENT. This module must not score or extract features; it only builds
-the PairBatch that training/features.py reads, exactly as a store chunk would.
+the PairBatch that training/features/templates.py reads, exactly as a store chunk would.
 
 `arrays_from_strings` goes the other way for clients written in Python (tests,
 benchmarks, the Python client): strings in, packed arrays out. FIELDS is the one list of

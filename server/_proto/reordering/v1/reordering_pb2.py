@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ereordering/v1/reordering.proto\x12\rreordering.v1\"\x82\x02\n\x0cScoreRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x13\n\x0btoken_bytes\x18\x03 \x01(\x0c\x12\x15\n\rtoken_offsets\x18\x04 \x03(\r\x12\x0e\n\x06source\x18\x05 \x03(\r\x12\x12\n\nspan_start\x18\x06 \x03(\r\x12\x10\n\x08span_end\x18\x07 \x03(\r\x12\x16\n\x0etarget_offsets\x18\x08 \x03(\r\x12\x15\n\rtarget_tokens\x18\t \x03(\r\x12\x15\n\ralign_offsets\x18\n \x03(\r\x12\x14\n\x0c\x61lign_source\x18\x0b \x03(\r\x12\x14\n\x0c\x61lign_target\x18\x0c \x03(\r\"W\n\rScoreResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0f\n\x07outputs\x18\x03 \x03(\t\x12\x15\n\rprobabilities\x18\x04 \x03(\x02\"1\n\x0fGetModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\"@\n\rVersionStatus\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xe2\x01\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nmoses_type\x18\x02 \x01(\t\x12\x0f\n\x07\x63lasses\x18\x03 \x03(\t\x12\x12\n\ndirections\x18\x04 \x03(\t\x12\x0f\n\x07outputs\x18\x05 \x03(\t\x12\x0e\n\x06\x66\x61mily\x18\x06 \x01(\t\x12\x0f\n\x07version\x18\x07 \x01(\x04\x12\x17\n\x0floaded_versions\x18\x08 \x03(\x04\x12,\n\x06status\x18\t \x03(\x0b\x32\x1c.reordering.v1.VersionStatus\x12\x15\n\rmetadata_json\x18\n \x01(\t\"\x13\n\x11ListModelsRequest\">\n\x12ListModelsResponse\x12(\n\x06models\x18\x01 \x03(\x0b\x32\x18.reordering.v1.ModelInfo\"\x1e\n\rReloadRequest\x12\r\n\x05model\x18\x01 \x01(\t\":\n\x0eReloadResponse\x12(\n\x06models\x18\x01 \x03(\x0b\x32\x18.reordering.v1.ModelInfo2\xb6\x02\n\x10ReorderingScorer\x12\x42\n\x05Score\x12\x1b.reordering.v1.ScoreRequest\x1a\x1c.reordering.v1.ScoreResponse\x12\x44\n\x08GetModel\x12\x1e.reordering.v1.GetModelRequest\x1a\x18.reordering.v1.ModelInfo\x12Q\n\nListModels\x12 .reordering.v1.ListModelsRequest\x1a!.reordering.v1.ListModelsResponse\x12\x45\n\x06Reload\x12\x1c.reordering.v1.ReloadRequest\x1a\x1d.reordering.v1.ReloadResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ereordering/v1/reordering.proto\x12\rreordering.v1\"\x9a\x02\n\x0cScoreRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x13\n\x0btoken_bytes\x18\x03 \x01(\x0c\x12\x15\n\rtoken_offsets\x18\x04 \x03(\r\x12\x0e\n\x06source\x18\x05 \x03(\r\x12\x12\n\nspan_start\x18\x06 \x03(\r\x12\x10\n\x08span_end\x18\x07 \x03(\r\x12\x16\n\x0etarget_offsets\x18\x08 \x03(\r\x12\x15\n\rtarget_tokens\x18\t \x03(\r\x12\x15\n\ralign_offsets\x18\n \x03(\r\x12\x14\n\x0c\x61lign_source\x18\x0b \x03(\r\x12\x14\n\x0c\x61lign_target\x18\x0c \x03(\r\x12\x16\n\x0e\x63ontext_blocks\x18\r \x01(\x08\"\x8c\x01\n\rScoreResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0f\n\x07outputs\x18\x03 \x03(\t\x12\x15\n\rprobabilities\x18\x04 \x03(\x02\x12\x0e\n\x06scores\x18\x05 \x03(\x02\x12\x11\n\tneighbour\x18\x06 \x03(\x02\x12\x10\n\x08\x62oundary\x18\x07 \x03(\x02\"1\n\x0fGetModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\"@\n\rVersionStatus\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xf3\x01\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nmoses_type\x18\x02 \x01(\t\x12\x0f\n\x07\x63lasses\x18\x03 \x03(\t\x12\x12\n\ndirections\x18\x04 \x03(\t\x12\x0f\n\x07outputs\x18\x05 \x03(\t\x12\x0e\n\x06\x66\x61mily\x18\x06 \x01(\t\x12\x0f\n\x07version\x18\x07 \x01(\x04\x12\x17\n\x0floaded_versions\x18\x08 \x03(\x04\x12,\n\x06status\x18\t \x03(\x0b\x32\x1c.reordering.v1.VersionStatus\x12\x15\n\rmetadata_json\x18\n \x01(\t\x12\x0f\n\x07\x63ontext\x18\x0b \x01(\x08\"\x13\n\x11ListModelsRequest\">\n\x12ListModelsResponse\x12(\n\x06models\x18\x01 \x03(\x0b\x32\x18.reordering.v1.ModelInfo\"\x1e\n\rReloadRequest\x12\r\n\x05model\x18\x01 \x01(\t\":\n\x0eReloadResponse\x12(\n\x06models\x18\x01 \x03(\x0b\x32\x18.reordering.v1.ModelInfo2\xb6\x02\n\x10ReorderingScorer\x12\x42\n\x05Score\x12\x1b.reordering.v1.ScoreRequest\x1a\x1c.reordering.v1.ScoreResponse\x12\x44\n\x08GetModel\x12\x1e.reordering.v1.GetModelRequest\x1a\x18.reordering.v1.ModelInfo\x12Q\n\nListModels\x12 .reordering.v1.ListModelsRequest\x1a!.reordering.v1.ListModelsResponse\x12\x45\n\x06Reload\x12\x1c.reordering.v1.ReloadRequest\x1a\x1d.reordering.v1.ReloadResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,23 +32,23 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'reordering.v1.reordering_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SCOREREQUEST']._serialized_start=50
-  _globals['_SCOREREQUEST']._serialized_end=308
-  _globals['_SCORERESPONSE']._serialized_start=310
-  _globals['_SCORERESPONSE']._serialized_end=397
-  _globals['_GETMODELREQUEST']._serialized_start=399
-  _globals['_GETMODELREQUEST']._serialized_end=448
-  _globals['_VERSIONSTATUS']._serialized_start=450
-  _globals['_VERSIONSTATUS']._serialized_end=514
-  _globals['_MODELINFO']._serialized_start=517
-  _globals['_MODELINFO']._serialized_end=743
-  _globals['_LISTMODELSREQUEST']._serialized_start=745
-  _globals['_LISTMODELSREQUEST']._serialized_end=764
-  _globals['_LISTMODELSRESPONSE']._serialized_start=766
-  _globals['_LISTMODELSRESPONSE']._serialized_end=828
-  _globals['_RELOADREQUEST']._serialized_start=830
-  _globals['_RELOADREQUEST']._serialized_end=860
-  _globals['_RELOADRESPONSE']._serialized_start=862
-  _globals['_RELOADRESPONSE']._serialized_end=920
-  _globals['_REORDERINGSCORER']._serialized_start=923
-  _globals['_REORDERINGSCORER']._serialized_end=1233
+  _globals['_SCOREREQUEST']._serialized_end=332
+  _globals['_SCORERESPONSE']._serialized_start=335
+  _globals['_SCORERESPONSE']._serialized_end=475
+  _globals['_GETMODELREQUEST']._serialized_start=477
+  _globals['_GETMODELREQUEST']._serialized_end=526
+  _globals['_VERSIONSTATUS']._serialized_start=528
+  _globals['_VERSIONSTATUS']._serialized_end=592
+  _globals['_MODELINFO']._serialized_start=595
+  _globals['_MODELINFO']._serialized_end=838
+  _globals['_LISTMODELSREQUEST']._serialized_start=840
+  _globals['_LISTMODELSREQUEST']._serialized_end=859
+  _globals['_LISTMODELSRESPONSE']._serialized_start=861
+  _globals['_LISTMODELSRESPONSE']._serialized_end=923
+  _globals['_RELOADREQUEST']._serialized_start=925
+  _globals['_RELOADREQUEST']._serialized_end=955
+  _globals['_RELOADRESPONSE']._serialized_start=957
+  _globals['_RELOADRESPONSE']._serialized_end=1015
+  _globals['_REORDERINGSCORER']._serialized_start=1018
+  _globals['_REORDERINGSCORER']._serialized_end=1328
 # @@protoc_insertion_point(module_scope)

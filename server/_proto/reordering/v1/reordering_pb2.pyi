@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ScoreRequest(_message.Message):
-    __slots__ = ("model", "version", "token_bytes", "token_offsets", "source", "span_start", "span_end", "target_offsets", "target_tokens", "align_offsets", "align_source", "align_target")
+    __slots__ = ("model", "version", "token_bytes", "token_offsets", "source", "span_start", "span_end", "target_offsets", "target_tokens", "align_offsets", "align_source", "align_target", "context_blocks")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class ScoreRequest(_message.Message):
     ALIGN_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     ALIGN_SOURCE_FIELD_NUMBER: _ClassVar[int]
     ALIGN_TARGET_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     model: str
     version: int
     token_bytes: bytes
@@ -32,19 +33,26 @@ class ScoreRequest(_message.Message):
     align_offsets: _containers.RepeatedScalarFieldContainer[int]
     align_source: _containers.RepeatedScalarFieldContainer[int]
     align_target: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., token_bytes: _Optional[bytes] = ..., token_offsets: _Optional[_Iterable[int]] = ..., source: _Optional[_Iterable[int]] = ..., span_start: _Optional[_Iterable[int]] = ..., span_end: _Optional[_Iterable[int]] = ..., target_offsets: _Optional[_Iterable[int]] = ..., target_tokens: _Optional[_Iterable[int]] = ..., align_offsets: _Optional[_Iterable[int]] = ..., align_source: _Optional[_Iterable[int]] = ..., align_target: _Optional[_Iterable[int]] = ...) -> None: ...
+    context_blocks: bool
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., token_bytes: _Optional[bytes] = ..., token_offsets: _Optional[_Iterable[int]] = ..., source: _Optional[_Iterable[int]] = ..., span_start: _Optional[_Iterable[int]] = ..., span_end: _Optional[_Iterable[int]] = ..., target_offsets: _Optional[_Iterable[int]] = ..., target_tokens: _Optional[_Iterable[int]] = ..., align_offsets: _Optional[_Iterable[int]] = ..., align_source: _Optional[_Iterable[int]] = ..., align_target: _Optional[_Iterable[int]] = ..., context_blocks: _Optional[bool] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
-    __slots__ = ("model", "version", "outputs", "probabilities")
+    __slots__ = ("model", "version", "outputs", "probabilities", "scores", "neighbour", "boundary")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    NEIGHBOUR_FIELD_NUMBER: _ClassVar[int]
+    BOUNDARY_FIELD_NUMBER: _ClassVar[int]
     model: str
     version: int
     outputs: _containers.RepeatedScalarFieldContainer[str]
     probabilities: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ..., probabilities: _Optional[_Iterable[float]] = ...) -> None: ...
+    scores: _containers.RepeatedScalarFieldContainer[float]
+    neighbour: _containers.RepeatedScalarFieldContainer[float]
+    boundary: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., outputs: _Optional[_Iterable[str]] = ..., probabilities: _Optional[_Iterable[float]] = ..., scores: _Optional[_Iterable[float]] = ..., neighbour: _Optional[_Iterable[float]] = ..., boundary: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class GetModelRequest(_message.Message):
     __slots__ = ("model", "version")
@@ -65,7 +73,7 @@ class VersionStatus(_message.Message):
     def __init__(self, version: _Optional[int] = ..., state: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "moses_type", "classes", "directions", "outputs", "family", "version", "loaded_versions", "status", "metadata_json")
+    __slots__ = ("name", "moses_type", "classes", "directions", "outputs", "family", "version", "loaded_versions", "status", "metadata_json", "context")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MOSES_TYPE_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +84,7 @@ class ModelInfo(_message.Message):
     LOADED_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     name: str
     moses_type: str
     classes: _containers.RepeatedScalarFieldContainer[str]
@@ -86,7 +95,8 @@ class ModelInfo(_message.Message):
     loaded_versions: _containers.RepeatedScalarFieldContainer[int]
     status: _containers.RepeatedCompositeFieldContainer[VersionStatus]
     metadata_json: str
-    def __init__(self, name: _Optional[str] = ..., moses_type: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., directions: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ..., family: _Optional[str] = ..., version: _Optional[int] = ..., loaded_versions: _Optional[_Iterable[int]] = ..., status: _Optional[_Iterable[_Union[VersionStatus, _Mapping]]] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+    context: bool
+    def __init__(self, name: _Optional[str] = ..., moses_type: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., directions: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ..., family: _Optional[str] = ..., version: _Optional[int] = ..., loaded_versions: _Optional[_Iterable[int]] = ..., status: _Optional[_Iterable[_Union[VersionStatus, _Mapping]]] = ..., metadata_json: _Optional[str] = ..., context: _Optional[bool] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()
