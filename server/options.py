@@ -84,7 +84,7 @@ class ServeOptions:
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "models": [Path], "host": [str], "port": [whole(0, 65535)], "workers": [whole(1)],
         "threads": [whole(1)], "max_concurrent_rpcs": [whole(1)],
-        "receive_timeout_seconds": [Interval(0.0, None, closed="neither")], "poll_seconds": [_SECONDS],
+        "receive_timeout_seconds": [Interval(0.01, None)], "poll_seconds": [_SECONDS],
         "enable_admin": [bool], "metrics_port": [whole(1, 65535), None], "metrics_host": [str, None],
         "tls_cert": [Path, None], "tls_key": [Path, None], "max_pairs": [whole(1)],
         "max_source_tokens": [whole(1)],
