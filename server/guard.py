@@ -8,7 +8,8 @@ handler, so that the guard and not gRPC reads each message:
 
 1. receive: a message must arrive within `receive_timeout` seconds of the call's start
    (for a reflection stream: of the previous message), else DEADLINE_EXCEEDED; a call
-   that waits on its client costs a coroutine, for at most that long;
+   that waits on its client costs a coroutine, for at most that long (one timer watches
+   every waiting call: `ReceiveClock`);
 2. admit: at most `Admission.limit` calls are worked on at once (--max-concurrent-rpcs);
    one more is refused at once with RESOURCE_EXHAUSTED naming the flag. A call counts from
    its message to its answer, so idle calls never fill the limit, and health checks share
@@ -117,6 +118,54 @@ class _Counts:
             self._latency.observe(time.perf_counter() - started)
 
 
+class ReceiveClock:
+    """The calls waiting for a request message, each cancelled `timeout` seconds after it
+    started waiting, by one timer for all of them: a call costs two dict operations, not a
+    timer of its own (asyncio.timeout's handle, pushed and cancelled per call, was a
+    measurable part of a Score's cost on the loop, RESULTS issue 46). Every wait lasts the
+    same `timeout`, so the waits are in deadline order in the dict (insertion order) and the
+    timer only ever looks at the front. Used from the event loop only."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self._waiting: dict[asyncio.Task, float] = {}  # task -> when its wait ends
+        self._expired: set[asyncio.Task] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> asyncio.Task:
+        """The current task starts waiting (call stop() when it is done waiting)."""
+        task = asyncio.current_task()
+        loop = task.get_loop()
+        self._waiting[task] = deadline = loop.time() + self.timeout
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._expire, loop)
+        return task
+
+    def stop(self, task: asyncio.Task) -> None:
+        self._waiting.pop(task, None)
+
+    def expired(self, task: asyncio.Task) -> bool:
+        """Whether the task was cancelled by this clock (then it is no longer cancelling)."""
+        if task not in self._expired:
+            return False
+        self._expired.discard(task)
+        task.uncancel()
+        return True
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        now = loop.time()
+        while self._waiting:
+            task, deadline = next(iter(self._waiting.items()))
+            if deadline > now:
+                self._timer = loop.call_at(deadline, self._expire, loop)
+                return
+            del self._waiting[task]
+            if not task.done():
+                self._expired.add(task)
+                task.cancel()
+
+
 class Guard:
     """Makes the method handlers; see the module docstring for what each call goes through."""
 
@@ -126,19 +175,24 @@ class Guard:
         self.refusals = refusals
         self.admission = admission
         self.receive_timeout = receive_timeout
+        self.clock = ReceiveClock(receive_timeout)
         self.enable_admin = enable_admin
 
     # -- the steps ------------------------------------------------------------------------
     async def receive(self, context: grpc.aio.ServicerContext, *, first: bool = True) -> bytes | None:
         """The next request message; None when the client closed its side without one more."""
+        task = self.clock.start()
         try:
-            async with asyncio.timeout(self.receive_timeout):
-                raw = await context.read()
-        except TimeoutError:
+            raw = await context.read()
+        except asyncio.CancelledError:
+            if not self.clock.expired(task):
+                raise
             since = "the call's start" if first else "the previous message"
             raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED,
                              f"no request message within {self.receive_timeout:g} s of {since} "
                              "(--receive-timeout-seconds)") from None
+        finally:
+            self.clock.stop(task)
         return None if raw is grpc.aio.EOF else raw
 
     async def _first(self, context: grpc.aio.ServicerContext) -> bytes:

@@ -1,19 +1,20 @@
 """The reordering.v1.ReorderingScorer RPCs: Score, GetModel, ListModels, Reload.
 
 Score is the hot path and works on raw bytes both ways: the request's digest keys the
-result cache before anything else is done with it, packed repeated fields become numpy
-arrays without a per-element Python loop, and the probabilities are appended to the
+result cache before anything else is done with it, the request's fields are read off the
+wire in one numba pass into one int64 array (server/score_wire.py; upb parses only what
+that pass does not accept), and the probabilities are appended to the
 response as one packed-float field built from the array's bytes (protobuf allows a
 message's fields to be concatenated). Feature extraction and scoring are
-`training.modelfile.request.batch_from_request_arrays` and `LoadedModel.predict_proba_sliced`; this
+`training.modelfile.request.batch_from_flat` and `LoadedModel.predict_proba_sliced`; this
 module adds status codes, limits (`ScoreLimits`: pairs, alignment points per pair, feature keys,
 all checked before the work they bound), the cache and metrics, and must not compute features
 itself. A request is scored in slices of about SLICE_KEYS keys, and between slices the
 handler stops when its client is gone or the server's shutdown grace period is over.
 
 Every handler runs behind server.guard (receive timeout, admission, parsing, status codes,
-counting, logging); Score parses itself, after its cache lookup, with the same
-`parse_request`, and does not start scoring a request that cannot finish before its
+counting, logging); Score reads its own bytes, after its cache lookup (`score_fields`,
+falling back to the same `parse_request`), and does not start scoring a request that cannot finish before its
 deadline (`_check_time_left`). Score runs on the event loop when its feature keys fit in
 INLINE_KEYS and its message in INLINE_BYTES (every realistic sentence: handing it to a
 thread costs more than scoring it), and in the `--threads` pool otherwise, where the numba
@@ -36,7 +37,7 @@ import numpy as np
 
 from training.errors import InputError
 from training.features.batch import PairBatch
-from training.modelfile.request import ARRAY_FIELDS, batch_from_request_arrays
+from training.modelfile.request import ARRAY_FIELDS, batch_from_flat, flatten_fields
 
 from server.api import SERVICE_NAME, pb
 from server.cache import ResultCache
@@ -44,6 +45,7 @@ from server.guard import Guard, RpcFailure, parse_request
 from server.logs import log_event
 from server.metrics import ServerMetrics
 from server.repository import ModelRepository, ModelSnapshot, ServedModel, UnknownModel, VersionNotLoaded
+from server.score_wire import ScoreFields, scan_score_request
 
 _PROBABILITIES_TAG = bytes([(4 << 3) | 2])  # ScoreResponse.probabilities, length-delimited
 _CONTEXT_TAGS = tuple(bytes([(f << 3) | 2]) for f in (5, 6, 7))  # scores, neighbour, boundary
@@ -59,6 +61,19 @@ INLINE_KEYS = 1 << 16
 # A request message larger than this is parsed in the pool too: a realistic sentence's is
 # at most 14 KB (benchmarks/request_limits.py), and parsing a 4 MiB one would hold the loop.
 INLINE_BYTES = 1 << 16
+
+
+def score_fields(raw: bytes) -> ScoreFields:
+    """A Score request's fields: read off the wire in one pass (server/score_wire.py), or,
+    for bytes that pass does not accept, parsed by upb, which refuses what is not a
+    ScoreRequest (INVALID_ARGUMENT naming the field and byte)."""
+    fields = scan_score_request(raw)
+    if fields is not None:
+        return fields
+    request = parse_request(raw, pb.ScoreRequest)
+    flat, bounds = flatten_fields(tuple(getattr(request, name) for name in ARRAY_FIELDS))
+    return ScoreFields(request.model, request.version, request.context_blocks,
+                       np.frombuffer(request.token_bytes, dtype=np.uint8), flat, bounds)
 
 
 def arrays_from_message(request: pb.ScoreRequest) -> dict:
@@ -138,7 +153,7 @@ class ScoreLimits:
 class _ScoreJob:
     """A parsed, admitted Score request, ready to be scored on the loop or in the pool."""
 
-    request: pb.ScoreRequest
+    request: ScoreFields
     served: ServedModel
     batch: PairBatch
     bounds: np.ndarray
@@ -218,21 +233,21 @@ class ReorderingService:
 
     def _prepare(self, raw: bytes, digest: bytes | None, context: grpc.aio.ServicerContext) -> _ScoreJob:
         """Parse and check a request against every limit, each before the work it bounds."""
-        request = parse_request(raw, pb.ScoreRequest)
+        request = score_fields(raw)
         served = self._resolve(self._snapshot(request.model), request.version)  # held to the end
         limits = self.limits
-        n_pairs = len(request.span_start)
+        n_pairs = request.n_pairs
         if n_pairs > limits.max_pairs:
             raise RpcFailure(grpc.StatusCode.RESOURCE_EXHAUSTED,
                              f"span_start: {n_pairs} phrase pairs exceed the server's limit of "
                              f"{limits.max_pairs} per request (--max-pairs)")
-        n_source = len(request.source)
+        n_source = request.n_source
         if n_source > limits.max_source_tokens:
             raise RpcFailure(grpc.StatusCode.RESOURCE_EXHAUSTED,
                              f"source: {n_source} tokens exceed the server's limit of {limits.max_source_tokens} "
                              "per sentence (--max-source-tokens)")
         try:
-            batch = batch_from_request_arrays(**arrays_from_message(request))
+            batch = batch_from_flat(request.token_bytes, request.flat, request.bounds)
         except InputError as exc:
             raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         if n_pairs:
@@ -269,7 +284,7 @@ class ReorderingService:
 
     def _finish(self, job: _ScoreJob, context: grpc.aio.ServicerContext, gone: threading.Event | None = None) -> bytes:
         """Score the job's pairs slice by slice; between slices, stop if nobody waits any more."""
-        served, bounds, n_pairs = job.served, job.bounds, len(job.request.span_start)
+        served, bounds, n_pairs = job.served, job.bounds, job.request.n_pairs
 
         def keep_going() -> bool:
             remaining = context.time_remaining()
