@@ -88,23 +88,16 @@ def _walk(buf, flat, bounds, fill):
             return False, 0, 0, 0, 0, 0, 0
         if _FIRST_ARRAY <= field < _FIRST_ARRAY + _N_ARRAYS:
             k = field - _FIRST_ARRAY
-            if wire == 0:
-                value, pos = _varint(buf, pos, n)
-                if pos < 0 or value < 0 or value >= _U32:
+            if wire == 0:  # one value
+                stop = n
+            elif wire == 2:  # packed: values up to the piece's length
+                length, pos = _varint(buf, pos, n)
+                if pos < 0 or length < 0 or length > n - pos:
                     return False, 0, 0, 0, 0, 0, 0
-                if fill:
-                    flat[at[k]] = value
-                    at[k] += 1
-                else:
-                    bounds[k + 1] += 1
-                continue
-            if wire != 2:
+                stop = pos + length
+            else:
                 return False, 0, 0, 0, 0, 0, 0
-            length, pos = _varint(buf, pos, n)
-            if pos < 0 or length < 0 or length > n - pos:
-                return False, 0, 0, 0, 0, 0, 0
-            stop = pos + length
-            while pos < stop:
+            while pos < stop or wire == 0:
                 value, pos = _varint(buf, pos, stop)
                 if pos < 0 or value < 0 or value >= _U32:
                     return False, 0, 0, 0, 0, 0, 0
@@ -113,6 +106,8 @@ def _walk(buf, flat, bounds, fill):
                     at[k] += 1
                 else:
                     bounds[k + 1] += 1
+                if wire == 0:
+                    break
             continue
         if wire == 0:
             value, pos = _varint(buf, pos, n)

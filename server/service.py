@@ -86,7 +86,8 @@ def arrays_from_message(request: pb.ScoreRequest) -> dict:
     return arrays
 
 
-def _varint(value: int) -> bytes:
+def varint_bytes(value: int) -> bytes:
+    """An unsigned integer in protobuf's varint encoding."""
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -109,7 +110,7 @@ def score_response_bytes(served: ServedModel, probabilities: np.ndarray | tuple[
     for tag, array in blocks:
         data = np.ascontiguousarray(array, dtype="<f4").tobytes()
         if data:
-            parts += [tag, _varint(len(data)), data]
+            parts += [tag, varint_bytes(len(data)), data]
     return b"".join(parts)
 
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from server.api import pb
 from server.score_wire import scan_score_request
+from server.service import varint_bytes as _varint
 from training.modelfile.request import ARRAY_FIELDS, arrays_from_strings, flatten_fields
 
 PAIRS = [(0, 1, ["a"], [(0, 0)]), (0, 2, ["b", "c"], [(0, 1), (1, 0)]), (1, 3, ["d"], [])]
@@ -21,15 +22,6 @@ PAIRS = [(0, 1, ["a"], [(0, 0)]), (0, 2, ["b", "c"], [(0, 1), (1, 0)]), (1, 3, [
 
 def _request(**extra) -> pb.ScoreRequest:
     return pb.ScoreRequest(model="m", version=3, **arrays_from_strings(["x", "y", "z"], PAIRS), **extra)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
-        value >>= 7
-        if not value:
-            return bytes(out)
 
 
 def _agrees(raw: bytes) -> bool:
@@ -73,6 +65,7 @@ def test_what_the_scan_does_not_accept_goes_to_upb():
                  _varint(4 << 3 | 2) + _varint(10) + b"\x01",  # truncated
                  b"\x80" * 11,  # not a varint
                  _varint(13 << 3) + _varint(2),  # a bool that is not 0 or 1
+                 _varint(6 << 3),  # a tag and no value
                  b"\x00"):  # field 0
         assert scan_score_request(base + tail) is None, tail
 
