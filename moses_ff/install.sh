@@ -57,6 +57,8 @@ put "$HERE/client/reordering_client.h" "$DEST/reordering_client.h"
 put "$HERE/client/reordering_client.cc" "$DEST/client/reordering_client.cc"
 put "$HERE/client/feature_options.h" "$DEST/feature_options.h"
 put "$HERE/client/feature_options.cc" "$DEST/client/feature_options.cc"
+put "$HERE/client/sentence_scorer.h" "$DEST/sentence_scorer.h"
+put "$HERE/client/sentence_scorer.cc" "$DEST/client/sentence_scorer.cc"
 protoc -I "$PROTO_ROOT" --cpp_out "$TMP" --grpc_out "$TMP" \
     --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "$PROTO_ROOT/reordering/v1/reordering.proto"
 for f in reordering.pb.h reordering.pb.cc reordering.grpc.pb.h reordering.grpc.pb.cc; do
@@ -108,6 +110,7 @@ if [ -f "$REGISTRY" ] && [ -f "$JAMFILE2" ] && [ -f "$MOSES/moses2/FF/LexicalReo
     put "$HERE/moses/ReorderingType.h" "$DEST2/ReorderingType.h"
     put "$HERE/client/reordering_client.h" "$DEST2/reordering_client.h"
     put "$HERE/client/feature_options.h" "$DEST2/feature_options.h"
+    put "$HERE/client/sentence_scorer.h" "$DEST2/sentence_scorer.h"
     edit "$REGISTRY" '#include "ExternalReordering/ExternalReordering.h"' \
         '/#include "LexicalReordering\/LexicalReordering.h"/a\
 #include "ExternalReordering/ExternalReordering.h"'

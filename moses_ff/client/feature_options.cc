@@ -2,6 +2,7 @@
 #include "feature_options.h"
 
 #include <sstream>
+#include <stdexcept>
 
 namespace reordering {
 namespace {
@@ -37,6 +38,7 @@ bool FeatureOptions::Parse(const std::vector<std::pair<std::string, std::string>
     else if (key == "timeout-ms") timeout_ms = Scan<int>(value);
     else if (key == "type") type = value;
     else if (key == "default-scores") default_scores = value;
+    else if (key == "path") path = value;
     else if (key == "input-factor") input_factor = FirstFactor(value);
     else if (key == "output-factor") output_factor = FirstFactor(value);
     else if (key == "on-error") {
@@ -58,6 +60,22 @@ bool FeatureOptions::Parse(const std::vector<std::pair<std::string, std::string>
   // The decoder's LexicalReordering has already accepted type=, and the two parsers
   // accept the same strings (tests/client/test_type_spelling.py).
   return reordering_type::Parse(type, &schema, error);
+}
+
+bool FeatureOptions::ParseLine(const std::string &line, std::string *error) {
+  static const char *const kNone[] = {NULL};
+  std::vector<std::pair<std::string, std::string> > args;
+  reordering_type::StripKeys(line, kNone, &args);
+  return Parse(args, error);
+}
+
+std::string DecoderLine(const std::string &line, Decoder decoder) {
+  static const char *const kMoses[] = {"server", "model", "version", "timeout-ms", "on-error", NULL};
+  static const char *const kMoses2[] = {"server", "model", "version", "timeout-ms", "on-error", "default-scores",
+                                        NULL};
+  const std::string kept = reordering_type::StripKeys(line, decoder == MOSES ? kMoses : kMoses2, NULL);
+  if (kept.empty()) throw std::invalid_argument("ExternalReordering: empty feature line");
+  return kept;
 }
 
 ClientOptions FeatureOptions::Client() const {

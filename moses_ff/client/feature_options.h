@@ -3,8 +3,9 @@
 //
 // What it is for: the keys both features read from their feature line (server=, model=,
 // version=, timeout-ms=, on-error=, type=, input-factor=, output-factor=,
-// default-scores=), with the same defaults and error texts for both; the client options
-// they make; the check of a served model against type=; and the end-of-run summary lines.
+// default-scores=, path=), with the same defaults and error texts for both; the line
+// without our keys that each decoder's LexicalReordering gets; the client options they
+// make; the check of a served model against type=; and the end-of-run summary lines.
 // What it must not do: depend on Moses (an error comes back as text, which the feature
 // prefixes with its name and throws), or talk gRPC (that is reordering_client.h).
 //
@@ -37,11 +38,15 @@ struct FeatureOptions {
   size_t input_factor = 0;          // first factor of input-factor= (our model sees one)
   size_t output_factor = 0;         // first factor of output-factor=
   std::string default_scores;       // default-scores= as written; empty = not given
+  std::string path;                 // path= (Moses2's table beside the model); empty = not given
 
   // Reads every key=value of a feature line (other keys are ignored; a later value of a
   // key wins). False, and *error says why (without the feature's name), for a refused
   // on-error=, a missing server= or model=, timeout-ms <= 0 or a type= Moses refuses.
   bool Parse(const std::vector<std::pair<std::string, std::string> > &args, std::string *error);
+  // Parse() of every key=value of a whole feature line (its first token, the feature's
+  // name, is no key), split as the decoders split it.
+  bool ParseLine(const std::string &line, std::string *error);
 
   // How to reach server= (timeout-ms= per RPC, the other client defaults).
   ClientOptions Client() const;
@@ -51,6 +56,15 @@ struct FeatureOptions {
   // else why not (without the feature's name).
   std::string Mismatch(const ModelInfo &info) const;
 };
+
+// The decoder whose own LexicalReordering reads a feature's line.
+enum Decoder { MOSES, MOSES2 };
+
+// `line` without our keys, for `decoder`'s LexicalReordering, which throws on keys it does
+// not know: server=, model=, version=, timeout-ms=, on-error=, and for Moses2 also
+// default-scores= (Moses's LexicalReordering reads that one itself; Moses2's has none).
+// Throws std::invalid_argument for a line with nothing in it.
+std::string DecoderLine(const std::string &line, Decoder decoder);
 
 // The end-of-run summary of a feature named `feature`, one line each (with its newline),
 // or "" when there is nothing to say: how many Score RPCs (if any were sent) and how

@@ -120,13 +120,32 @@ void ScoreInputBuilder::AddPair(uint32_t start, uint32_t end, const std::vector<
   if (align_src.size() != align_tgt.size()) {
     throw std::invalid_argument("ScoreInputBuilder::AddPair: align_src and align_tgt differ in length");
   }
-  input_.span_start.push_back(start);
-  input_.span_end.push_back(end);
+  StartPair(start, end);
   input_.target_tokens.insert(input_.target_tokens.end(), target.begin(), target.end());
-  input_.target_offsets.push_back(static_cast<uint32_t>(input_.target_tokens.size()));
+  input_.target_offsets.back() = static_cast<uint32_t>(input_.target_tokens.size());
   input_.align_source.insert(input_.align_source.end(), align_src.begin(), align_src.end());
   input_.align_target.insert(input_.align_target.end(), align_tgt.begin(), align_tgt.end());
-  input_.align_offsets.push_back(static_cast<uint32_t>(input_.align_source.size()));
+  input_.align_offsets.back() = static_cast<uint32_t>(input_.align_source.size());
+}
+
+void ScoreInputBuilder::StartPair(uint32_t start, uint32_t end) {
+  input_.span_start.push_back(start);
+  input_.span_end.push_back(end);
+  input_.target_offsets.push_back(input_.target_offsets.back());
+  input_.align_offsets.push_back(input_.align_offsets.back());
+}
+
+void ScoreInputBuilder::AddTargetToken(const std::string &token) {
+  if (input_.span_start.empty()) throw std::logic_error("ScoreInputBuilder::AddTargetToken before StartPair");
+  input_.target_tokens.push_back(Token(token));
+  input_.target_offsets.back() = static_cast<uint32_t>(input_.target_tokens.size());
+}
+
+void ScoreInputBuilder::AddAlignmentPoint(uint32_t source, uint32_t target) {
+  if (input_.span_start.empty()) throw std::logic_error("ScoreInputBuilder::AddAlignmentPoint before StartPair");
+  input_.align_source.push_back(source);
+  input_.align_target.push_back(target);
+  input_.align_offsets.back() = static_cast<uint32_t>(input_.align_source.size());
 }
 
 ScoreInput ScoreInputBuilder::Release() {
@@ -213,6 +232,7 @@ ModelInfo Client::GetModel(const std::string &model, uint64_t version) const {
   info.version = resp.version();
   info.loaded_versions.assign(resp.loaded_versions().begin(), resp.loaded_versions().end());
   info.metadata_json = resp.metadata_json();
+  info.context = resp.context();
   return info;
 }
 
@@ -230,6 +250,7 @@ ScoreResult Client::Score(const std::string &model, uint64_t version, const Scor
   CopyArray(in.align_offsets, req.mutable_align_offsets());
   CopyArray(in.align_source, req.mutable_align_source());
   CopyArray(in.align_target, req.mutable_align_target());
+  req.set_context_blocks(true);  // ExternalReordering combines a context model's blocks itself
 
   pb::ScoreResponse resp;
   auto ctx = impl_->Context();
@@ -241,11 +262,23 @@ ScoreResult Client::Score(const std::string &model, uint64_t version, const Scor
   out.version = resp.version();
   out.outputs.assign(resp.outputs().begin(), resp.outputs().end());
   out.probabilities.assign(resp.probabilities().begin(), resp.probabilities().end());
-  if (out.outputs.empty() || out.probabilities.size() != in.NumPairs() * out.outputs.size()) {
+  out.scores.assign(resp.scores().begin(), resp.scores().end());
+  out.neighbour.assign(resp.neighbour().begin(), resp.neighbour().end());
+  out.boundary.assign(resp.boundary().begin(), resp.boundary().end());
+  const size_t cells = in.NumPairs() * out.outputs.size();
+  const bool whole = out.context()
+      ? out.probabilities.empty() && out.scores.size() == cells && out.neighbour.size() == cells &&
+            out.boundary.size() == out.outputs.size()
+      : out.probabilities.size() == cells && out.scores.empty() && out.neighbour.empty();
+  if (out.outputs.empty() || !whole) {
     std::ostringstream m;
-    m << "reordering server " << impl_->options.target << ": Score(model=" << model << ") answered "
-      << out.probabilities.size() << " probabilities for " << in.NumPairs() << " pairs x "
-      << out.outputs.size() << " outputs";
+    m << "reordering server " << impl_->options.target << ": Score(model=" << model << ") answered ";
+    if (out.context())
+      m << "context blocks of " << out.scores.size() << " scores, " << out.neighbour.size() << " neighbour and "
+        << out.boundary.size() << " boundary values";
+    else
+      m << out.probabilities.size() << " probabilities";
+    m << " for " << in.NumPairs() << " pairs x " << out.outputs.size() << " outputs";
     throw ClientError(static_cast<int>(grpc::StatusCode::INTERNAL), m.str());
   }
   return out;

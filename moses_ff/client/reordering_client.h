@@ -1,9 +1,10 @@
 // C++ client for the reordering.v1 scoring service (proto/reordering/v1/reordering.proto).
 //
 // What it is for: the one place where C++ talks gRPC to the scoring service. The Moses
-// feature function (moses_ff/moses/ExternalReordering.cpp) and the benchmarks use it.
+// feature functions use it through sentence_scorer.h.
 // What it must not do: know anything about Moses, features or orientation semantics;
-// it moves the arrays of one ScoreRequest and returns the probabilities unchanged.
+// it moves the arrays of one ScoreRequest and returns the answer's arrays unchanged
+// (probabilities, or a context model's blocks, which sentence_scorer.h combines).
 //
 // This header is deliberately C++11-clean and free of gRPC/protobuf includes (pimpl):
 // Moses compiles its sources with -std=c++0x, while gRPC's headers need C++14 or later.
@@ -87,6 +88,9 @@ struct ModelInfo {
   uint64_t version = 0;  // the version this answer describes
   std::vector<uint64_t> loaded_versions;
   std::string metadata_json;
+  // The model conditions on the phrase the decoder places next to each pair (issue 48):
+  // its Score answers are context blocks (ScoreResult::context()), not probabilities.
+  bool context = false;
 };
 
 // One sentence and all its phrase pairs, laid out exactly like ScoreRequest:
@@ -119,6 +123,12 @@ class ScoreInputBuilder {
   // from Token()) and whose phrase-relative alignment is (src[i], tgt[i]).
   void AddPair(uint32_t start, uint32_t end, const std::vector<uint32_t> &target,
                const std::vector<uint32_t> &align_src, const std::vector<uint32_t> &align_tgt);
+  // The same pair a word at a time, as a decoder walks its options: StartPair, then the
+  // pair's target tokens and its alignment points (phrase-relative), which go to the
+  // pair started last. input() is a whole request after every call.
+  void StartPair(uint32_t start, uint32_t end);
+  void AddTargetToken(const std::string &token);
+  void AddAlignmentPoint(uint32_t source, uint32_t target);
   const ScoreInput &input() const { return input_; }
   ScoreInput Release();
 
@@ -127,13 +137,19 @@ class ScoreInputBuilder {
   std::map<std::string, uint32_t> index_;
 };
 
-// Probabilities [NumPairs() x outputs.size()], row-major, Moses column order.
+// One Score answer, in Moses column order: a model without context answers probabilities
+// [NumPairs() x outputs.size()], row-major; a model with decoder context answers its
+// context blocks instead (the proto's ScoreResponse says how they combine): its own scores
+// and its neighbour block [NumPairs() x outputs.size()] each, and the boundary
+// [outputs.size()], with no probabilities.
 struct ScoreResult {
   std::string model;
   uint64_t version = 0;
   std::vector<std::string> outputs;
   std::vector<float> probabilities;
+  std::vector<float> scores, neighbour, boundary;
   size_t NumOutputs() const { return outputs.size(); }
+  bool context() const { return !boundary.empty(); }
 };
 
 // Any failed call. `code` is the gRPC status code (14 = UNAVAILABLE, 4 =
@@ -159,7 +175,9 @@ class Client {
 
   // `version` 0 = the newest loaded version.
   ModelInfo GetModel(const std::string &model, uint64_t version = 0) const;
-  // Throws ClientError on any failure, including a malformed answer (wrong row count).
+  // Asks with context_blocks set (a model without context answers probabilities all the
+  // same). Throws ClientError on any failure, including a malformed answer (wrong row count,
+  // or blocks of the wrong length).
   ScoreResult Score(const std::string &model, uint64_t version, const ScoreInput &input) const;
 
   const ClientOptions &options() const;

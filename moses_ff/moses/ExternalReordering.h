@@ -5,26 +5,42 @@
 // What it is for: orientation handling (phrase/hier states, bidirectional, default
 // scores, sparse features) stays LexicalReordering's; this class only fills the
 // per-option score rows that LexicalReordering would have read from its table, with
-// one Score RPC per sentence. What it must not do: talk gRPC itself (that is
-// reordering_client.h) or re-implement any orientation logic.
+// one Score RPC per sentence. What it must not do: talk gRPC itself or score a sentence
+// (that is sentence_scorer.h, shared with the Moses2 feature) or re-implement any
+// orientation logic.
+//
+// A model with decoder context (issue 48; the server says so at Load) scores a step from
+// the option placed and its neighbour, which only the hypothesis knows, so Moses's states,
+// which read one fixed row per option, cannot score it. For such a model only, the
+// hypotheses carry this feature's own states (the .cpp): the same orientations, from
+// Moses's LRModel::GetOrientation and ReorderingStack, for every type, and Moses's
+// BidirectionalReorderingState around them; each option's cached row holds the model's
+// raw blocks (own | neighbour | the sentence's boundary), and a step's score is
+// SentenceScorer::Combine of the right two: backward, the option's own block next to the
+// neighbour block of the last option placed (the boundary for the first phrase); forward,
+// the previous option's own block next to the neighbour block of the option placed after
+// it (Moses scores no forward orientation after the last phrase, and neither does this).
+// Hierarchical types: the orientation comes from the stack's block (or the coverage, for
+// forward), as in Moses, and the context words from the last phrase placed, not from the
+// merged block. Recombination: a backward state also compares the neighbour block the next
+// step will read (two hypotheses whose last phrases end in different words are never
+// merged); a forward state compares the previous option's own block, as Moses's
+// ComparePrevScores compares its row. An option with no target words is no neighbour: the
+// one before it stays the backward context of the next step, and as the forward neighbour
+// it adds nothing (the word after the previous option is not known yet when Moses scores
+// that step). A model without context keeps Moses's own states and rows, untouched.
 //
 // ini:  ExternalReordering name=ExternalReordering0 type=hier-msd-bidirectional-fe
 //         input-factor=0 output-factor=0 server=127.0.0.1:50051 model=ja-en
 //         [version=N] [timeout-ms=5000] [on-error=fail|default] [default-scores=...]
 #pragma once
 
-#include <stdint.h>
-
 #include <memory>
 #include <string>
-#include <vector>
-
-#include <atomic>
 
 #include "moses/FF/LexicalReordering/LexicalReordering.h"
-#include "ReorderingType.h"
 #include "feature_options.h"
-#include "reordering_client.h"
+#include "sentence_scorer.h"
 
 namespace Moses
 {
@@ -40,27 +56,29 @@ public:
   // Not called for -show-weights, so that works with no server running.
   void Load(AllOptions::ptr const& opts);
 
+  // Moses's states for a model without context; ours (see above) for a model with it.
+  virtual FFState const* EmptyHypothesisState(const InputType &input) const;
+
   virtual FFState* EvaluateWhenApplied(const Hypothesis& cur_hypo,
                                        const FFState* prev_state,
                                        ScoreComponentCollection* accumulator) const;
   using LexicalReordering::EvaluateWhenApplied;
 
-  // Our keys, removed from a feature line (the base class throws on unknown keys).
-  // Returns the line without them; fills `found` (key -> value) if given.
-  static std::string StripServiceKeys(const std::string &line,
-                                      std::vector<std::pair<std::string, std::string> > *found);
+  // For the context states: the scorer that combines blocks, and the width of one block
+  // (the model's outputs) in an option's cached row.
+  const reordering::SentenceScorer &Scorer() const {
+    return *m_scorer;
+  }
+  size_t Outputs() const {
+    return m_options.schema.NumOutputs();
+  }
 
 private:
   void ScoreSentence(Manager &manager) const;
-  void CacheFallbackRows(const std::vector<TranslationOption*> &options) const;
 
   reordering::FeatureOptions m_options;  // our keys of the feature line (feature_options.h)
-  uint64_t m_pinnedVersion;     // the version every sentence of this run is scored with
-  // A full row (classes x directions, like a table's, whatever collapseff says): the
-  // default-scores (already ln) or zeros, LRState's "no row" behaviour.
-  Scores m_fallbackRow;
-  std::unique_ptr<reordering::Client> m_client;
-  mutable reordering::RpcStats m_stats;  // sentences, failures, RPCs in flight: the end-of-run summary
+  // The sentence's RPC, the pinned version, the fallback row, the end-of-run counts.
+  std::unique_ptr<reordering::SentenceScorer> m_scorer;
 };
 
 }

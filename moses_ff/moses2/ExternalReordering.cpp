@@ -3,9 +3,7 @@
 #include "ExternalReordering.h"
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
-#include <sstream>
 
 #include <boost/functional/hash.hpp>
 
@@ -31,7 +29,6 @@
 #ifdef HAVE_CMPH
 #include "../../TranslationModel/CompactPT/LexicalReorderingTableCompact.h"
 #endif
-#include "reordering_client.h"
 
 using namespace std;
 
@@ -40,23 +37,29 @@ namespace Moses2
 namespace
 {
 
-const char *const kOurKeys[] = {"server", "model", "version", "timeout-ms", "on-error", "default-scores", NULL};
-
 string Surface(const Word &w, FactorType f)
 {
   const Factor *factor = w[f];
   return factor ? factor->GetString().as_string() : string();
 }
 
+// What Moses2's tables make of a probability.
+float Moses2Score(float probability)
+{
+  return FloorScore(TransformScore(probability));
+}
+
 typedef LRModel::ReorderingType ReorderingType;
 
 // The rows of one option: the table's (path=; NULL without a table or for a pair it
-// lacks) and the service's (NULL for an option it sent no row for).
+// lacks) and the service's (NULL for an option it sent no row for); for a context model,
+// also its neighbour block (NULL for an option with no target words: no neighbour).
 struct OptionRows {
   const SCORE *table;
   const SCORE *model;
-  OptionRows() : table(NULL), model(NULL) {}
-  OptionRows(const SCORE *t, const SCORE *m) : table(t), model(m) {}
+  const SCORE *neighbour;
+  OptionRows() : table(NULL), model(NULL), neighbour(NULL) {}
+  OptionRows(const SCORE *t, const SCORE *m, const SCORE *n) : table(t), model(m), neighbour(n) {}
 };
 
 // The states: what Moses2's LRState, PhraseBasedReorderingState, HReorderingBackwardState,
@@ -65,16 +68,22 @@ struct OptionRows {
 // calls, same hash and recombination rules, same "no row, no score". With a table
 // (path=), each option has two rows, the table's block of scores first, and one state
 // serves both: the same scores as a LexicalReordering feature beside this one, without
-// that feature's second reordering state on every hypothesis expansion.
+// that feature's second reordering state on every hypothesis expansion. A context model's
+// score of a step is combined from two blocks (ExternalReordering.h), and a state also
+// holds the neighbour block the next backward step reads.
 class ExtState : public FFState
 {
 public:
-  ExtState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset)
-    : m_ff(ff), m_direction(dir), m_offset(offset), m_rows(NULL), m_prevPath(NULL) {}
+  // `offset` is the state's first score (Moses2's), `block` the first column of its
+  // direction in a full row of the model.
+  ExtState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset, size_t block)
+    : m_ff(ff), m_direction(dir), m_offset(offset), m_block(block), m_rows(NULL), m_prevPath(NULL)
+    , m_context(NULL) {}
 
-  // `row` is the option's rows, `path` its input path.
+  // `row` is the option's rows, `path` its input path, `context` the neighbour block of the
+  // last option placed with target words (NULL: none yet).
   virtual void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path,
-                    bool first, const Bitmap *coverage) = 0;
+                    bool first, const Bitmap *coverage, const SCORE *context) = 0;
   // Scores the step to `hypo` (whose option's rows are `row`) and fills `next`.
   virtual void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row,
                       Scores &scores, FFState &next) const = 0;
@@ -91,8 +100,16 @@ protected:
     return m_ff.Configuration();
   }
 
+  // The context after placing the option of `row`: its neighbour block, or, when it has
+  // none (no target words, or no context model), the context before it.
+  const SCORE *NextContext(const OptionRows &row) const {
+    return row.neighbour ? row.neighbour : m_context;
+  }
+
   // LRState::CopyScores: backward reads the current option's rows, forward the previous
-  // one's; the table's block of scores first, then the service's.
+  // one's; the table's block of scores first, then the service's (a context model's
+  // combined from the option's own block and its neighbour's: the last option placed, or
+  // the boundary, backward; the option placed now, forward).
   void CopyScores(const System &system, Scores &accum, const OptionRows &current, ReorderingType reoType) const {
     const OptionRows &rows = m_direction == LRModel::Backward ? current : m_prevRow;
     size_t off_remote = m_offset + reoType;
@@ -104,50 +121,65 @@ protected:
     }
     if (rows.model == NULL) return;
     UTIL_THROW_IF2(block + off_local >= m_ff.GetNumScores(), "offset out of vector bounds!");
-    accum.PlusEquals(system, m_ff, rows.model[off_remote], block + off_local);
-  }
-
-  // LRState::ComparePrevScores, on the previous options' rows (the table's, then the service's).
-  int ComparePrevScores(const ExtState &other) const {
-    int c = CompareRows(m_prevRow.table, other.m_prevRow.table);
-    return c != 0 ? c : CompareRows(m_prevRow.model, other.m_prevRow.model);
-  }
-
-  int CompareRows(const SCORE *mine, const SCORE *yours) const {
-    if (mine == yours) return 0;
-    if (yours == NULL) return -1;
-    if (mine == NULL) return 1;
-    size_t stop = m_offset + Config().GetNumberOfTypes();
-    for (size_t i = m_offset; i < stop; i++) {
-      if (mine[i] < yours[i]) return -1;
-      if (mine[i] > yours[i]) return 1;
+    SCORE value;
+    if (Context()) {
+      const SCORE *neighbour = m_direction == LRModel::Backward ? (m_context ? m_context : m_rows->Boundary())
+                               : current.neighbour;
+      value = m_ff.Scorer().Combine(rows.model + m_block, neighbour ? neighbour + m_block : NULL, reoType);
+    } else {
+      value = rows.model[off_remote];
     }
-    return 0;
+    accum.PlusEquals(system, m_ff, value, block + off_local);
   }
 
-  void Set(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path) {
+  bool Context() const {
+    return m_rows && m_rows->Context();
+  }
+
+  // LRState::ComparePrevScores, on the previous options' rows (the table's, then the
+  // service's; a context model's own block of this direction).
+  int ComparePrevScores(const ExtState &other) const {
+    int c = CompareRows(m_prevRow.table, other.m_prevRow.table, m_offset);
+    return c != 0 ? c : CompareRows(m_prevRow.model, other.m_prevRow.model, Context() ? m_block : m_offset);
+  }
+
+  // What a backward state hands on beyond Moses2's: the neighbour block the next step
+  // reads (0 when equal, and always without a context model).
+  int CompareContext(const ExtState &other) const {
+    return CompareRows(m_context, other.m_context, m_block);
+  }
+
+  int CompareRows(const SCORE *mine, const SCORE *yours, size_t start) const {
+    return reordering::CompareScores(mine ? mine + start : NULL, yours ? yours + start : NULL,
+                                     Config().GetNumberOfTypes());
+  }
+
+  void Set(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, const SCORE *context) {
     m_rows = rows;
     m_prevRow = row;
     m_prevPath = &path;
+    m_context = context;
   }
 
   const ExternalReordering &m_ff;
   LRModel::Direction m_direction;
   size_t m_offset;
+  size_t m_block;
   const SentenceRows *m_rows;
   OptionRows m_prevRow;             // the rows of the option that made this state
   const InputPathBase *m_prevPath;  // and its input path
+  const SCORE *m_context;           // the neighbour block the next backward step reads
 };
 
 class PhraseState : public ExtState
 {
 public:
-  PhraseState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset)
-    : ExtState(ff, dir, offset), m_first(false) {}
+  PhraseState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset, size_t block)
+    : ExtState(ff, dir, offset, block), m_first(false) {}
 
   void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, bool first,
-            const Bitmap *) {
-    Set(rows, row, path);
+            const Bitmap *, const SCORE *context) {
+    Set(rows, row, path, context);
     m_first = first;
   }
   size_t hash() const {
@@ -159,7 +191,7 @@ public:
     if (&o == this) return true;
     const PhraseState &other = static_cast<const PhraseState&>(o);
     if (&m_prevPath->range != &other.m_prevPath->range) return false;
-    return m_direction != LRModel::Forward || ComparePrevScores(other) == 0;
+    return (m_direction == LRModel::Forward ? ComparePrevScores(other) : CompareContext(other)) == 0;
   }
   void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row, Scores &scores,
               FFState &next) const {
@@ -169,7 +201,7 @@ public:
                                        : Config().GetOrientation(m_prevPath->range, cur);
       CopyScores(mgr.system, scores, row, reoType);
     }
-    static_cast<PhraseState&>(next).Init(m_rows, row, hypo.GetInputPath(), false, NULL);
+    static_cast<PhraseState&>(next).Init(m_rows, row, hypo.GetInputPath(), false, NULL, NextContext(row));
   }
 
 private:
@@ -179,24 +211,25 @@ private:
 class HierBackwardState : public ExtState
 {
 public:
-  HierBackwardState(MemPool &pool, const ExternalReordering &ff, size_t offset)
-    : ExtState(ff, LRModel::Backward, offset), m_stack(pool) {}
+  HierBackwardState(MemPool &pool, const ExternalReordering &ff, size_t offset, size_t block)
+    : ExtState(ff, LRModel::Backward, offset, block), m_stack(pool) {}
 
   void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, bool,
-            const Bitmap *) {
-    Set(rows, row, path);
+            const Bitmap *, const SCORE *context) {
+    Set(rows, row, path, context);
     m_stack.Init();
   }
   size_t hash() const {
     return m_stack.hash();
   }
   bool operator==(const FFState &o) const {
-    return m_stack == static_cast<const HierBackwardState&>(o).m_stack;
+    const HierBackwardState &other = static_cast<const HierBackwardState&>(o);
+    return m_stack == other.m_stack && CompareContext(other) == 0;
   }
   void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row, Scores &scores,
               FFState &next) const {
     HierBackwardState &nextState = static_cast<HierBackwardState&>(next);
-    nextState.Init(m_rows, row, hypo.GetInputPath(), false, NULL);
+    nextState.Init(m_rows, row, hypo.GetInputPath(), false, NULL, NextContext(row));
     nextState.m_stack = m_stack;
     int reoDistance = nextState.m_stack.ShiftReduce(hypo.GetInputPath().range);
     CopyScores(mgr.system, scores, row, Config().GetOrientation(reoDistance));
@@ -209,12 +242,12 @@ private:
 class HierForwardState : public ExtState
 {
 public:
-  HierForwardState(const ExternalReordering &ff, size_t offset)
-    : ExtState(ff, LRModel::Forward, offset), m_first(true), m_coverage(NULL) {}
+  HierForwardState(const ExternalReordering &ff, size_t offset, size_t block)
+    : ExtState(ff, LRModel::Forward, offset, block), m_first(true), m_coverage(NULL) {}
 
   void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, bool first,
-            const Bitmap *coverage) {
-    Set(rows, row, path);
+            const Bitmap *coverage, const SCORE *context) {
+    Set(rows, row, path, context);
     m_first = first;
     m_coverage = coverage;
   }
@@ -234,7 +267,7 @@ public:
     const Bitmap &cov = mgrCast.GetBitmaps().GetBitmap(*m_coverage, cur);
     if (!m_first)
       CopyScores(mgr.system, scores, row, Config().GetOrientation(m_prevPath->range, cur, cov));
-    static_cast<HierForwardState&>(next).Init(m_rows, row, hypo.GetInputPath(), false, &cov);
+    static_cast<HierForwardState&>(next).Init(m_rows, row, hypo.GetInputPath(), false, &cov, NextContext(row));
   }
 
 private:
@@ -246,13 +279,13 @@ class BidirectionalState : public ExtState
 {
 public:
   BidirectionalState(const ExternalReordering &ff, ExtState *backward, ExtState *forward)
-    : ExtState(ff, LRModel::Bidirectional, 0), m_backward(backward), m_forward(forward) {}
+    : ExtState(ff, LRModel::Bidirectional, 0, 0), m_backward(backward), m_forward(forward) {}
 
   void Init(const SentenceRows *rows, const OptionRows &row, const InputPathBase &path, bool first,
-            const Bitmap *coverage) {
-    Set(rows, row, path);
-    m_backward->Init(rows, row, path, first, coverage);
-    m_forward->Init(rows, row, path, first, coverage);
+            const Bitmap *coverage, const SCORE *context) {
+    Set(rows, row, path, context);
+    m_backward->Init(rows, row, path, first, coverage, context);
+    m_forward->Init(rows, row, path, first, coverage, context);
   }
   size_t hash() const {
     size_t ret = m_backward->hash();
@@ -267,7 +300,7 @@ public:
   void Expand(const ManagerBase &mgr, const Hypothesis &hypo, const OptionRows &row, Scores &scores,
               FFState &next) const {
     BidirectionalState &nextState = static_cast<BidirectionalState&>(next);
-    nextState.Set(m_rows, row, hypo.GetInputPath());
+    nextState.Set(m_rows, row, hypo.GetInputPath(), NextContext(row));
     m_backward->Expand(mgr, hypo, row, scores, *nextState.m_backward);
     m_forward->Expand(mgr, hypo, row, scores, *nextState.m_forward);
   }
@@ -279,23 +312,12 @@ private:
 
 }  // namespace
 
-string ExternalReordering::StripServiceKeys(const string &line,
-                                            vector<pair<string, string> > *found)
-{
-  const string kept = reordering_type::StripKeys(line, kOurKeys, found);
-  UTIL_THROW_IF2(kept.empty(), "ExternalReordering: empty feature line");
-  return kept;
-}
-
 ExternalReordering::ExternalReordering(size_t startInd, const string &line)
-  : LexicalReordering(startInd, StripServiceKeys(line, NULL))
+  : LexicalReordering(startInd, reordering::DecoderLine(line, reordering::MOSES2))
   , m_blockSize(0)
-  , m_pinnedVersion(0)
 {
-  vector<pair<string, string> > args;
-  StripServiceKeys(line, &args);
   string why;
-  UTIL_THROW_IF2(!m_options.Parse(args, &why), GetName() << ": " << why);
+  UTIL_THROW_IF2(!m_options.ParseLine(line, &why), GetName() << ": " << why);
   const reordering_type::Schema &schema = m_options.schema;
   // Moses2's LexicalReordering takes its score count from num-features; say so if it is wrong.
   m_blockSize = schema.Directions().size() * (schema.collapse ? 1 : schema.Classes().size());
@@ -304,59 +326,53 @@ ExternalReordering::ExternalReordering(size_t startInd, const string &line)
                  GetName() << ": type=" << m_options.type << " has " << m_blockSize << " scores"
                  << (HasTable() ? string(", twice that with the table of path=") : string())
                  << ", but num-features=" << GetNumScores());
+  vector<float> fallback;
   if (!m_options.default_scores.empty()) {
     vector<SCORE> p = Tokenize<SCORE>(m_options.default_scores, ",");
     UTIL_THROW_IF2(p.size() != schema.NumOutputs(),
                    GetName() << ": default-scores has " << p.size() << " values, type=" << m_options.type
                    << " needs " << schema.NumOutputs() << " (classes x directions)");
-    for (size_t i = 0; i < p.size(); ++i) m_defaultRow.push_back(FloorScore(TransformScore(p[i])));
+    for (size_t i = 0; i < p.size(); ++i) fallback.push_back(Moses2Score(p[i]));
   }
+  m_scorer.reset(new reordering::SentenceScorer(GetName(), m_options, Moses2Score, fallback));
 }
 
 ExternalReordering::~ExternalReordering()
 {
-  cerr << reordering::RpcSummary(GetName(), m_stats) << reordering::FailureSummary(GetName(), m_stats);
+  cerr << reordering::RpcSummary(GetName(), m_scorer->stats())
+       << reordering::FailureSummary(GetName(), m_scorer->stats());
 }
 
 void ExternalReordering::Load(System &system)
 {
   if (system.params.GetParam("show-weights")) return;
   if (HasTable()) LexicalReordering::Load(system);  // reads the table of path=
-  m_client.reset(new reordering::Client(m_options.Client()));
-  reordering::ModelInfo info;
-  try {
-    info = m_client->GetModel(m_options.model, m_options.version);
-  } catch (const reordering::ClientError &e) {
-    UTIL_THROW2(GetName() << ": cannot load model '" << m_options.model << "' from " << m_options.server
-                << ": " << e.what());
-  }
-  const string why = m_options.Mismatch(info);
-  UTIL_THROW_IF2(!why.empty(), GetName() << ": " << why);
-  m_pinnedVersion = info.version;
-  cerr << GetName() << ": " << m_options.server << " model " << m_options.model << " version " << m_pinnedVersion
-       << " (" << info.family << ", " << info.moses_type << ") pinned for this run" << endl;
+  string why, pinned;
+  UTIL_THROW_IF2(!m_scorer->Load(&why, &pinned), why);
+  cerr << pinned << endl;
 }
 
 FFState* ExternalReordering::BlankState(MemPool &pool, const System &sys) const
 {
   // The layout of LRModel::CreateLRState: backward block first, each block one column
-  // with collapseff.
+  // with collapseff; a context model's block of a direction is a full block of classes.
   const LRModel &config = *m_configuration;
-  const size_t block = config.CollapseScores() ? 1 : config.GetNumberOfTypes();
+  const size_t classes = config.GetNumberOfTypes(), scores = config.CollapseScores() ? 1 : classes;
   ExtState *backward = NULL, *forward = NULL;
-  size_t offset = 0;
+  size_t offset = 0, column = 0;
   if (config.GetDirection() != LRModel::Forward) {
     if (config.IsPhraseBased())
-      backward = new (pool.Allocate<PhraseState>()) PhraseState(*this, LRModel::Backward, offset);
+      backward = new (pool.Allocate<PhraseState>()) PhraseState(*this, LRModel::Backward, offset, column);
     else
-      backward = new (pool.Allocate<HierBackwardState>()) HierBackwardState(pool, *this, offset);
-    offset += block;
+      backward = new (pool.Allocate<HierBackwardState>()) HierBackwardState(pool, *this, offset, column);
+    offset += scores;
+    column += classes;
     if (config.GetDirection() == LRModel::Backward) return backward;
   }
   if (config.IsPhraseBased())
-    forward = new (pool.Allocate<PhraseState>()) PhraseState(*this, LRModel::Forward, offset);
+    forward = new (pool.Allocate<PhraseState>()) PhraseState(*this, LRModel::Forward, offset, column);
   else
-    forward = new (pool.Allocate<HierForwardState>()) HierForwardState(*this, offset);
+    forward = new (pool.Allocate<HierForwardState>()) HierForwardState(*this, offset, column);
   if (config.GetDirection() == LRModel::Forward) return forward;
   return new (pool.Allocate<BidirectionalState>()) BidirectionalState(*this, backward, forward);
 }
@@ -377,7 +393,7 @@ void ExternalReordering::EmptyHypothesisState(FFState &state, const ManagerBase 
     rows = scored.get();
     m_sentenceRows[&input] = std::move(scored);
   }
-  static_cast<ExtState&>(state).Init(rows, OptionRows(), hypo.GetInputPath(), true, &hypo.GetBitmap());
+  static_cast<ExtState&>(state).Init(rows, OptionRows(), hypo.GetInputPath(), true, &hypo.GetBitmap(), NULL);
 }
 
 void ExternalReordering::EvaluateWhenApplied(const ManagerBase &mgr, const Hypothesis &hypo,
@@ -385,8 +401,10 @@ void ExternalReordering::EvaluateWhenApplied(const ManagerBase &mgr, const Hypot
 {
   const ExtState &prev = static_cast<const ExtState&>(prevState);
   const TargetPhrase<Moses2::Word> &tp = hypo.GetTargetPhrase();
-  OptionRows row(HasTable() ? static_cast<const SCORE*>(tp.ffData[m_PhraseTableInd]) : NULL,
-                 prev.Rows() ? prev.Rows()->Find(&hypo.GetInputPath(), static_cast<const void*>(&tp)) : NULL);
+  const SentenceRows *rows = prev.Rows();
+  const SCORE *model = rows ? rows->Find(&hypo.GetInputPath(), static_cast<const void*>(&tp)) : NULL;
+  OptionRows row(HasTable() ? static_cast<const SCORE*>(tp.ffData[m_PhraseTableInd]) : NULL, model,
+                 model && rows->Context() && tp.GetSize() > 0 ? model + rows->Outputs() : NULL);
   prev.Expand(mgr, hypo, row, scores, state);
 }
 
@@ -433,12 +451,10 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
   const Sentence &sentence = static_cast<const Sentence&>(mgr.GetInput());
   const size_t numPt = mgr.system.mappings.size();
 
-  reordering::ScoreInputBuilder request;
+  reordering::ScoreInputBuilder pairs;
   for (size_t i = 0; i < sentence.GetSize(); ++i)
-    request.AddSourceToken(Surface(sentence[i], m_options.input_factor));
-
-  vector<pair<const InputPathBase*, const void*> > options;
-  vector<uint32_t> target, alignSrc, alignTgt;
+    pairs.AddSourceToken(Surface(sentence[i], m_options.input_factor));
+  vector<pair<const InputPathBase*, const void*> > options;  // in the order of the pairs
   for (InputPathsBase::const_iterator p = mgr.GetInputPaths().begin(); p != mgr.GetInputPaths().end(); ++p) {
     const InputPath &path = static_cast<const InputPath&>(**p);
     for (size_t t = 0; t < numPt; ++t) {
@@ -446,56 +462,27 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
       if (!tps) continue;
       for (TargetPhrases::const_iterator it = tps->begin(); it != tps->end(); ++it) {
         const TargetPhraseImpl &tp = **it;
-        target.clear();
-        alignSrc.clear();
-        alignTgt.clear();
+        pairs.StartPair(path.range.GetStartPos(), path.range.GetEndPos() + 1);
         for (size_t k = 0; k < tp.GetSize(); ++k)
-          target.push_back(request.Token(Surface(tp[k], m_options.output_factor)));
+          pairs.AddTargetToken(Surface(tp[k], m_options.output_factor));
         const AlignmentInfo &align = tp.GetAlignTerm();
-        for (AlignmentInfo::const_iterator a = align.begin(); a != align.end(); ++a) {
-          alignSrc.push_back(a->first);
-          alignTgt.push_back(a->second);
-        }
-        request.AddPair(path.range.GetStartPos(), path.range.GetEndPos() + 1, target, alignSrc, alignTgt);
+        for (AlignmentInfo::const_iterator a = align.begin(); a != align.end(); ++a)
+          pairs.AddAlignmentPoint(a->first, a->second);
         // the key EvaluateWhenApplied looks up: hypo.GetTargetPhrase(), a TargetPhrase<Word>
         options.push_back(make_pair(&path, static_cast<const void*>(static_cast<const TargetPhrase<Moses2::Word>*>(&tp))));
       }
     }
   }
-  ++m_stats.sentences;
-  std::unique_ptr<SentenceRows> rows(new SentenceRows());
-  if (options.empty()) return rows;
 
-  reordering::ScoreResult result;
-  try {
-    reordering::RpcScope counting(m_stats);
-    result = m_client->Score(m_options.model, m_pinnedVersion, request.input());
-  } catch (const reordering::ClientError &e) {
-    if (m_options.on_error == reordering::FeatureOptions::FAIL)
-      UTIL_THROW2(GetName() << ": sentence " << mgr.GetTranslationId() << ": " << e.what()
-                  << " (on-error=default would use default scores)");
-    size_t failures = ++m_stats.failures;
-    cerr << GetName() << ": sentence " << mgr.GetTranslationId() << " scored with default scores ("
-         << failures << " so far): " << e.what() << endl;
-    if (!m_defaultRow.empty()) {
-      rows->Reserve(options.size(), m_defaultRow.size());
-      for (size_t p = 0; p < options.size(); ++p)
-        rows->Add(options[p].first, options[p].second, &m_defaultRow[0], m_defaultRow.size());
-    }
-    return rows;  // without default-scores: no rows, no reordering score (Moses2's "no row")
-  }
-  UTIL_THROW_IF2(result.version != m_pinnedVersion || result.NumOutputs() != m_options.schema.NumOutputs(),
-                 GetName() << ": server answered version " << result.version << " with "
-                 << result.NumOutputs() << " outputs; pinned version " << m_pinnedVersion << " has "
-                 << m_options.schema.NumOutputs());
-  const size_t width = result.NumOutputs();
-  vector<SCORE> row(width);
-  rows->Reserve(options.size(), width);
-  for (size_t p = 0; p < options.size(); ++p) {
-    for (size_t j = 0; j < width; ++j)
-      row[j] = FloorScore(TransformScore(result.probabilities[p * width + j]));
-    rows->Add(options[p].first, options[p].second, &row[0], width);
-  }
+  reordering::ScoredSentence scored;
+  string why;
+  UTIL_THROW_IF2(!m_scorer->Score(pairs.input(), mgr.GetTranslationId(), &scored, &why), why);
+  std::unique_ptr<SentenceRows> rows(new SentenceRows());
+  if (!scored.HasRows()) return rows;  // no rows, no reordering score (Moses2's "no row")
+  rows->Reserve(options.size(), scored.Width());
+  if (scored.Context()) rows->SetContext(scored.Boundary(), scored.Outputs());
+  for (size_t p = 0; p < options.size(); ++p)
+    rows->Add(options[p].first, options[p].second, scored.Row(p), scored.Width());
   return rows;
 }
 

@@ -13,7 +13,18 @@
 // RPC when the sentence's empty hypothesis is made (after every phrase-table lookup), and
 // read by the small state classes below, which do what Moses2's LRState family does with
 // `ffData` (scores, hashing, recombination) but read that table instead.
-// What it must not do: talk gRPC itself (reordering_client.h) or decide orientations.
+// A model with decoder context (issue 48; the server says so at Load): a row holds the
+// model's two raw blocks (own | neighbour) and the table keeps the sentence's boundary, and
+// the states combine them at each step with SentenceScorer::Combine, as the moses feature
+// does (moses_ff/moses/ExternalReordering.h says how, for every type: backward, the option's
+// own block next to the last placed option's neighbour block, or the boundary for the first
+// phrase; forward, the previous option's own block next to the placed option's; the
+// orientations Moses2's own, from LRModel and ReorderingStack, the hierarchical one from the
+// stack's block while the context words come from the last phrase placed; recombination
+// also compares the neighbour block a backward state hands on; an option with no target
+// words is no neighbour). A model without context is read exactly as before.
+// What it must not do: talk gRPC itself or score a sentence (sentence_scorer.h, shared
+// with the moses feature) or decide orientations.
 //
 // ini:  ExternalReordering name=LexicalReordering0 num-features=6
 //         type=hier-msd-bidirectional-fe input-factor=0 output-factor=0
@@ -32,7 +43,6 @@
 
 #include <stdint.h>
 
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,22 +52,39 @@
 
 #include "../LexicalReordering/LexicalReordering.h"
 #include "../LexicalReordering/LRModel.h"
-#include "ReorderingType.h"
 #include "feature_options.h"
-#include "reordering_client.h"
+#include "sentence_scorer.h"
 
 namespace Moses2
 {
 class InputPathBase;
 
 // One sentence's rows of ln-probabilities, one per (input path, target phrase) the
-// phrase tables gave for it. Written once (by the RPC), then only read, once per
-// hypothesis expansion: an open-addressing table of pointer pairs (one probe, mostly
-// one cache line), sized by Reserve() before the first Add().
+// phrase tables gave for it (a context model's: its raw own | neighbour blocks, and the
+// boundary beside them). Written once (by the RPC), then only read, once per hypothesis
+// expansion: an open-addressing table of pointer pairs (one probe, mostly one cache line),
+// sized by Reserve() before the first Add().
 class SentenceRows
 {
 public:
-  SentenceRows() : m_mask(0) {}
+  SentenceRows() : m_mask(0), m_outputs(0) {}
+
+  // A context model's rows: own | neighbour, `outputs` columns each, and the sentence's
+  // boundary block (`outputs` values).
+  void SetContext(const SCORE *boundary, size_t outputs) {
+    m_boundary.assign(boundary, boundary + outputs);
+    m_outputs = outputs;
+  }
+  bool Context() const {
+    return !m_boundary.empty();
+  }
+  // With Context(): the width of one block, and the boundary block.
+  size_t Outputs() const {
+    return m_outputs;
+  }
+  const SCORE *Boundary() const {
+    return m_boundary.empty() ? NULL : &m_boundary[0];
+  }
 
   // The row of an option, or NULL (no row: no score, as Moses2 for a pair not in its table).
   const SCORE *Find(const void *path, const void *targetPhrase) const {
@@ -98,6 +125,8 @@ private:
   std::vector<Slot> m_slots;
   size_t m_mask;
   std::vector<SCORE> m_values;
+  std::vector<SCORE> m_boundary;
+  size_t m_outputs;
 };
 
 class ExternalReordering : public LexicalReordering
@@ -140,11 +169,10 @@ public:
   size_t BlockSize() const {
     return m_blockSize;
   }
-
-  // Our keys, removed from a feature line (LexicalReordering throws on unknown keys).
-  // Returns the line without them; fills `found` (key -> value, every key) if given.
-  static std::string StripServiceKeys(const std::string &line,
-                                      std::vector<std::pair<std::string, std::string> > *found);
+  // The scorer, which combines a context model's blocks (SentenceScorer::Combine).
+  const reordering::SentenceScorer &Scorer() const {
+    return *m_scorer;
+  }
 
 private:
   std::unique_ptr<SentenceRows> ScoreSentence(const ManagerBase &mgr) const;
@@ -156,14 +184,12 @@ private:
 
   reordering::FeatureOptions m_options;  // our keys of the feature line (feature_options.h)
   size_t m_blockSize;           // scores of one block: the type's count
-  uint64_t m_pinnedVersion;     // the version every sentence of this run is scored with
-  std::vector<SCORE> m_defaultRow;  // ln(default-scores), full row; empty = none given
-  std::unique_ptr<reordering::Client> m_client;
+  // The sentence's RPC, the pinned version, the fallback row (ln(default-scores), full
+  // row; none without default-scores), the end-of-run counts.
+  std::unique_ptr<reordering::SentenceScorer> m_scorer;
 
   mutable std::mutex m_sentencesMutex;
   mutable std::unordered_map<const InputType*, std::unique_ptr<SentenceRows> > m_sentenceRows;
-
-  mutable reordering::RpcStats m_stats;  // sentences, failures, RPCs in flight: the end-of-run summary
 };
 
 }

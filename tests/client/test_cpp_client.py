@@ -4,8 +4,10 @@ The GoogleTest suite talks to the real scoring server (`moses-reorder serve`), w
 starts itself from the fixture written here (tests/client/cppfixture.py): scores equal
 the Python path to 1e-6 for two model versions, version pinning, a server that is down
 gives a clear error within the deadline, a restarted server is used again, round_robin
-over two replicas, eight threads sharing one client; and, with no server, the ini keys
-the features parse (feature_options.h). This test fails if any C++ test fails or is
+over two replicas, eight threads sharing one client; the sentence scorer both Moses
+features use (sentence_scorer.h: the pinned version's rows, the schema check, on-error=, a
+context model's blocks combined into what the model gives a pair next to its neighbour);
+and, with no server, the ini keys the features parse (feature_options.h). This test fails if any C++ test fails or is
 skipped.
 
 The build directory persists in the user's cache directory, ~/.cache/moses-reorder (keyed by
@@ -28,7 +30,7 @@ from toolchain import CLIENT_SUITE, require
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "moses_ff" / "client"
-EXPECTED_TESTS = 17
+EXPECTED_TESTS = 28
 
 
 def user_cache_dir() -> Path:

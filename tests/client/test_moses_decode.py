@@ -33,6 +33,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from corpus_slice import write_corpus_slice
@@ -43,6 +44,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from moses_failover import Watched  # noqa: E402
 from moses_system import (System, compare, complete_table, decode, external_line,  # noqa: E402
                           lexical_line, n_scores, served_prior)
+from reordering_replay import (expected_values, phrase_table_alignments, read_moses_nbest,  # noqa: E402
+                               read_segmented_best, served_blocks)
 from server.local import LocalServer  # noqa: E402
 
 
@@ -428,3 +431,145 @@ def test_mert_moses_tunes_the_served_model_with_mert_and_pro(system, server, tun
     if tuner == "pro":  # the stand-in optimised: PRO's pairs went through it
         assert (tmp_path / "mert" / "run1.pro.data").is_file()
     assert "ExternalReordering" in (tmp_path / "mert" / "moses.ini").read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- decoder context (issue 48)
+CONTEXT_TYPES = ("wbe-msd-bidirectional-fe", "hier-msd-bidirectional-fe")
+
+
+@pytest.fixture(scope="module")
+def context_server(system):
+    """svm S6,neighbour, a model with decoder context, of each CONTEXT_TYPES type (served as
+    `ctx-<type>`), trained for real on the system's store, behind its own server."""
+    work = system[0]
+    repo = work / "ctx-repo"
+    for moses_type in CONTEXT_TYPES:
+        cli("train", "--family", "svm", "--features", "S6,neighbour", "--type", moses_type, "--store",
+            str(work / "store"), "--heldout-fraction", "0", "--threshold", "1",
+            "--out", str(repo / f"ctx-{moses_type}" / "1" / "model.mrw"))
+    with LocalServer(repo, log=work / "ctx-serve.log") as s:
+        yield s
+
+
+DECODERS = [pytest.param("moses", marks=needs_moses), pytest.param("moses2", marks=needs_moses2)]
+
+
+def _binary(decoder: str) -> Path:
+    return MOSES if decoder == "moses" else MOSES2
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("moses_type", CONTEXT_TYPES)
+def test_a_context_models_scores_are_its_blocks_combined_along_each_hypothesis(system, context_server, decoder,
+                                                                               moses_type, tmp_path):
+    """Decoding with a context model, every hypothesis's six reordering values are what its
+    phrase sequence gives with the served blocks: backward, each phrase's own block next to
+    the previous phrase's neighbour block (the boundary for the first), forward, next to the
+    following phrase's, at Moses's orientations (reordering_replay, written independently of
+    the C++). Moses: all 20 of each n-best list, which also holds hypotheses recombination
+    merged (a merge of hypotheses with different context words would give them values of
+    another history); Moses2, which writes no segmentation in n-best lists: the best."""
+    work, sys_, src = system
+    binary = _binary(decoder)
+    model = f"ctx-{moses_type}"
+    path = ini(sys_, tmp_path / "ctx.ini", external_line(moses_type, context_server.address, model), 6)
+    nbest = tmp_path / "ctx.nbest"
+    flags = (("-n-best-list", str(nbest), "20", "-include-segmentation-in-n-best", "-print-alignment-info-in-n-best")
+             if decoder == "moses" else ("-n-best-list", str(nbest), "1", "-report-segmentation"))
+    run = decode(binary, path, src, flags=flags)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"model {model} version 1 (svm, {moses_type}, with decoder context) pinned for this run" in run.stderr
+    sources = [line.split() for line in src.read_text(encoding="utf-8").splitlines()]
+    if decoder == "moses":
+        hypotheses = read_moses_nbest(nbest, "LexicalReordering0")
+    else:
+        assert f": {N_SENTENCES} Score RPCs for {N_SENTENCES} sentences" in run.stderr
+        hypotheses = read_segmented_best(run.lines, nbest, "LexicalReordering0",
+                                         phrase_table_alignments(sys_.phrase_table), sources)
+    assert {h.sentence for h in hypotheses} == set(range(N_SENTENCES))
+    kind = "hier" if moses_type.startswith("hier") else "phrase"
+    wrong, blind = [], 0
+    for sentence in range(N_SENTENCES):
+        group = [h for h in hypotheses if h.sentence == sentence]
+        phrases = list(dict.fromkeys(p for h in group for p in h.phrases))
+        row = {p: i for i, p in enumerate(phrases)}
+        own, neighbour, boundary = served_blocks(context_server.address, model, sources[sentence], phrases)
+        for h in group:
+            rows = [row[p] for p in h.phrases]
+            blocks = (own[rows], neighbour[rows], boundary)
+            want = expected_values(kind, h.phrases, len(sources[sentence]), *blocks)
+            if not np.allclose(h.values, want, rtol=2e-5, atol=2e-5):
+                wrong.append((sentence, " ".join(h.words), h.values.tolist(), want.tolist()))
+            alone = expected_values(kind, h.phrases, len(sources[sentence]), *blocks, context=False)
+            blind += not np.allclose(h.values, alone, rtol=2e-5, atol=2e-5)
+    assert wrong == []
+    # the check sees a decoder that drops the neighbour blocks
+    assert blind > len(hypotheses) / 2, f"only {blind} of {len(hypotheses)} hypotheses change without context"
+    if decoder == "moses":
+        assert len(hypotheses) > 10 * N_SENTENCES
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_a_context_model_with_two_threads_translates_like_one(system, context_server, decoder):
+    work, sys_, src = system
+    binary = _binary(decoder)
+    moses_type = "hier-msd-bidirectional-fe"
+    path = ini(sys_, work / f"ctx-threads-{decoder}.ini",
+               external_line(moses_type, context_server.address, f"ctx-{moses_type}"), 6)
+    many = work / "test3.ja"
+    many.write_text(src.read_text(encoding="utf-8") * 3, encoding="utf-8")
+    one = decode(binary, path, many, threads=1)
+    two = decode(binary, path, many, threads=2)
+    assert one.returncode == 0 and two.returncode == 0, two.stderr[-2000:]
+    assert len(one.lines) == 3 * N_SENTENCES
+    assert compare(one.lines, two.lines) == []
+
+
+# Every kind, orientation set, direction and collapse of Moses's types (-fe: these models are
+# conditioned on both sides; collapseff spelled on the line, the model of its full type).
+FALLBACK_TYPES = ("wbe-mslr-bidirectional-fe", "wbe-monotonicity-forward-fe", "hier-msd-backward-fe",
+                  "hier-mslr-bidirectional-fe", "hier-msd-bidirectional-fe-collapseff")
+
+
+@pytest.fixture(scope="module")
+def refusing_server(system):
+    """nb-map S1 with and without neighbour features (`ctx-<type>`, `plain-<type>`) for each
+    FALLBACK_TYPES type, behind a server that refuses every sentence (--max-pairs 1)."""
+    work = system[0]
+    repo = work / "refusing-repo"
+    for spelled in FALLBACK_TYPES:
+        moses_type = spelled.replace("-collapseff", "")
+        for name, features in ((f"ctx-{moses_type}", "S1,neighbour"), (f"plain-{moses_type}", "S1")):
+            out = repo / name / "1" / "model.mrw"
+            if not out.is_file():
+                cli("train", "--family", "nb-map", "--features", features, "--type", moses_type, "--store",
+                    str(work / "store"), "--heldout-fraction", "0", "--threshold", "1", "--out", str(out))
+    with LocalServer(repo, log=work / "refusing-serve.log", max_pairs=1) as s:
+        yield s
+
+
+@needs_moses
+@pytest.mark.parametrize("spelled", FALLBACK_TYPES)
+def test_with_every_rpc_failing_a_context_model_decodes_exactly_as_moses_own_states(system, refusing_server, spelled,
+                                                                                     tmp_path):
+    """Under on-error=default every option of a refused sentence gets the default-scores row,
+    which the context states read as Moses's LRState reads a row. So a context model, whose
+    hypotheses carry this feature's states, and a model without context, whose hypotheses
+    carry Moses's own, must give the same n-best lists, values and all: the context states'
+    orientations, hashes and recombination are Moses's, type by type."""
+    work, sys_, src = system
+    moses_type = spelled.replace("-collapseff", "")
+    n = n_scores(spelled)
+    defaults = ",".join(f"{0.05 + 0.9 * (i + 1) / (n + 1):.3f}" for i in range(n))
+    runs = {}
+    for name in ("ctx", "plain"):
+        nbest = tmp_path / f"{name}.nbest"
+        line = external_line(spelled, refusing_server.address, f"{name}-{moses_type}", defaults,
+                             extra="on-error=default")
+        run = decode(MOSES, ini(sys_, tmp_path / f"{name}.ini", line, n), src, flags=("-n-best-list", str(nbest), "20"))
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert f"{N_SENTENCES} of {N_SENTENCES} sentences were scored with default scores" in run.stderr
+        runs[name] = (run.lines, nbest.read_text(encoding="utf-8"))
+    assert compare(runs["ctx"][0], runs["plain"][0]) == []
+    assert runs["ctx"][1] == runs["plain"][1]
+    assert len(runs["ctx"][1].splitlines()) > 10 * N_SENTENCES

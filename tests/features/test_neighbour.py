@@ -127,3 +127,26 @@ def test_pair_boundary_words_slice_like_the_whole(store_2k):
     whole = pair_boundary_words(chunk.batch, BACKWARD)
     part = pair_boundary_words(pair_slice(chunk.batch, 100, 300), BACKWARD)
     assert np.array_equal(part[0], whole[0][100:300]) and np.array_equal(part[1], whole[1][100:300])
+
+
+def test_features_command_builds_a_matrix_for_each_direction(store_2k, capsys):
+    """`moses-reorder features --features S1,neighbour` (the stage benchmarks/translation.py
+    runs before training) caches one matrix a direction, the ones `train` reads; with
+    --direction, only that one."""
+    from training.features.matrix import build_matrix
+
+    spec, threshold = "S1,neighbour", 7
+    assert cli_main(["features", "--store", str(store_2k.path), "--features", spec, "--threshold",
+                     str(threshold)]) == 0
+    err = capsys.readouterr().err
+    assert "(backward)" in err and "(forward)" in err
+    built = {d: build_matrix(store_2k, spec, threshold, direction=d) for d in ("backward", "forward")}
+    assert built["backward"].path != built["forward"].path
+    for d, fm in built.items():
+        fresh = build_matrix(store_2k, spec, threshold, direction=d, cache=False)
+        assert np.array_equal(fm.keys, fresh.keys) and (fm.X != fresh.X).nnz == 0, d
+    caches = sorted(p.name for p in (store_2k.path / "features").iterdir())
+    assert cli_main(["features", "--store", str(store_2k.path), "--features", "S1,neighbour", "--threshold", "8",
+                     "--direction", "forward", "--quiet"]) == 0
+    added = sorted(set(p.name for p in (store_2k.path / "features").iterdir()) - set(caches))
+    assert len(added) == 1, added

@@ -70,8 +70,12 @@ def lexical_table(store_dir: str | os.PathLike, moses_type: str, out: str | os.P
 
 def feature_matrix(store_dir: str | os.PathLike, features: str, *, threshold: int = defaults.THRESHOLD,
                    heldout_fraction: float = 0.0, progress: bool = False, jobs: int | None = defaults.JOBS,
-                   scheduler: str | None = None, memory: int | str | None = defaults.MEMORY):
-    """Build (or reuse) the cached feature matrix; vocabulary counted without the held-out tail."""
+                   scheduler: str | None = None, memory: int | str | None = defaults.MEMORY,
+                   direction: str | None = None):
+    """Build (or reuse) the cached feature matrix; vocabulary counted without the held-out tail.
+
+    direction: backward or forward, for a spec with neighbour features, whose rows hold that
+    direction's neighbour (one matrix a direction); ignored otherwise."""
     from training.eval.split import heldout_sentences
     from training.features.matrix import build_matrix
     from training.store.examples import ExampleStore
@@ -79,4 +83,4 @@ def feature_matrix(store_dir: str | os.PathLike, features: str, *, threshold: in
     store = ExampleStore.open(store_dir)
     mask = ~heldout_sentences(store.n_sentences, heldout_fraction) if heldout_fraction else None
     return build_matrix(store, features, threshold, mask, cache=True, progress=progress, jobs=jobs,
-                        scheduler=scheduler, memory=memory)
+                        scheduler=scheduler, memory=memory, direction=direction)

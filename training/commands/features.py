@@ -15,15 +15,25 @@ from training.commands.argtypes import add_parallel_arguments, fraction, whole_n
 
 def run(args: argparse.Namespace) -> int:
     from training.api import feature_matrix
+    from training.features.spec import FeatureSpec
 
-    fm = feature_matrix(args.store, args.features, threshold=args.threshold, heldout_fraction=args.heldout,
-                        progress=not args.quiet, jobs=args.jobs, scheduler=args.scheduler,
-                        memory=args.memory)
-    m = fm.meta
-    if not args.quiet:
-        print(f"features {fm.spec.name}: {fm.X.shape[0]} examples x {fm.X.shape[1]} features kept "
-              f"(seen > {args.threshold} times; {m['n_distinct']} distinct), {fm.X.nnz} non-zeros; "
-              f"built in {m['seconds']} s; cache {fm.path}", file=sys.stderr)
+    # A context model's rows hold one direction's neighbour, so it has a matrix a direction
+    # (training.features.matrix.chunk_keys); `train` reads whichever its type needs.
+    spec = FeatureSpec.parse(args.features)
+    if not spec.neighbour:
+        directions = [None]
+    else:
+        directions = [args.direction] if args.direction else ["backward", "forward"]
+    for direction in directions:
+        fm = feature_matrix(args.store, args.features, threshold=args.threshold, heldout_fraction=args.heldout,
+                            progress=not args.quiet, jobs=args.jobs, scheduler=args.scheduler,
+                            memory=args.memory, direction=direction)
+        m = fm.meta
+        if not args.quiet:
+            which = f" ({direction})" if direction else ""
+            print(f"features {fm.spec.name}{which}: {fm.X.shape[0]} examples x {fm.X.shape[1]} features kept "
+                  f"(seen > {args.threshold} times; {m['n_distinct']} distinct), {fm.X.nnz} non-zeros; "
+                  f"built in {m['seconds']} s; cache {fm.path}", file=sys.stderr)
     return 0
 
 
@@ -42,6 +52,9 @@ def register(subparsers) -> None:
     p.add_argument("--heldout", type=fraction, default=0.0, metavar="FRACTION",
                    help="count the vocabulary without the last FRACTION of sentences (the held-out split "
                         "of eval/experiment; default 0: all sentences)")
+    p.add_argument("--direction", choices=("backward", "forward"),
+                   help="with neighbour features, build only this direction's matrix (default: both; "
+                        "ignored without them)")
     add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)

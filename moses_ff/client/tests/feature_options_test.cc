@@ -2,6 +2,7 @@
 // defaults and error texts, and the end-of-run summary lines. No server needed.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +84,33 @@ TEST(FeatureOptions, MismatchNamesBothSchemas) {
             "served model 'ja-en' version 2 is wbe-msd-bidirectional-fe with 6 outputs, but this "
             "feature's type=phrase-msd-bidirectional-fe-collapseff needs a phrase-msd-bidirectional-fe "
             "model with 6 outputs (kind, orientation set, directions and f/fe conditioning must match)");
+}
+
+TEST(FeatureOptions, EachDecoderGetsTheLineWithoutOurKeys) {
+  const std::string line = "ExternalReordering name=ER0 num-features=6 type=msd-bidirectional-fe input-factor=0 "
+                           "server=a:1 model=m version=2 timeout-ms=9 on-error=default default-scores=0.5,0.5 path=t";
+  // Moses's LexicalReordering reads default-scores itself; Moses2's has no such key.
+  EXPECT_EQ(DecoderLine(line, MOSES), "ExternalReordering name=ER0 num-features=6 type=msd-bidirectional-fe "
+                                      "input-factor=0 default-scores=0.5,0.5 path=t");
+  EXPECT_EQ(DecoderLine(line, MOSES2), "ExternalReordering name=ER0 num-features=6 type=msd-bidirectional-fe "
+                                       "input-factor=0 path=t");
+  EXPECT_THROW(DecoderLine("  ", MOSES), std::invalid_argument);
+}
+
+TEST(FeatureOptions, ParseLineReadsEveryKeyOfTheLine) {
+  FeatureOptions o;
+  std::string why;
+  ASSERT_TRUE(o.ParseLine("ExternalReordering name=ER0 " + std::string(kMinimal) + " version=3 path=/t/reordering.gz",
+                          &why)) << why;
+  EXPECT_EQ(o.model, "ja-en");
+  EXPECT_EQ(o.version, 3u);
+  EXPECT_EQ(o.path, "/t/reordering.gz");
+  FeatureOptions none;
+  ASSERT_TRUE(none.ParseLine("ExternalReordering " + std::string(kMinimal), &why)) << why;
+  EXPECT_EQ(none.path, "");
+  FeatureOptions bad;
+  EXPECT_FALSE(bad.ParseLine("ExternalReordering type=msd-fe server=a:1", &why));
+  EXPECT_EQ(why, "needs server=HOST:PORT and model=NAME");
 }
 
 TEST(FeatureOptions, SummaryLines) {

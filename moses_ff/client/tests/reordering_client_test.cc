@@ -1,25 +1,16 @@
-// The client against the real Python scoring server (`moses-reorder serve`).
-//
-// REORDERING_FIXTURE_DIR (made by tests/client/make_fixture.py) holds a model repository
-// with two versions of one model trained by our trainer, real sentences of the ja-en
-// corpus as ScoreRequest JSON lines, the probabilities Python computes for them with
-// training.model.load_model(...).predict_proba (one file per version), and the server's
-// command line. Every test here talks to a server process started from that command.
-#include <google/protobuf/util/json_util.h>
+// The client against the real Python scoring server (`moses-reorder serve`), started from
+// the fixture (fixture.h); every test here talks to a server process started from it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
-#include <map>
 #include <memory>
-#include <sstream>
+#include <stdexcept>
 #include <thread>
 
-#include "reordering/v1/reordering.pb.h"
+#include "fixture.h"
 #include "reordering_client.h"
 #include "server_process.h"
 
@@ -27,97 +18,11 @@ namespace reordering {
 namespace {
 
 using testing_support::FreeLoopbackPort;
-using testing_support::ReadLines;
+using testing_support::g_fixture;
+using testing_support::g_server;
+using testing_support::kStartupMs;
+using testing_support::Options;
 using testing_support::ServerProcess;
-
-constexpr int kStartupMs = 90000;  // a cold Python + numba start on a busy machine
-
-struct Fixture {
-  std::string dir;
-  std::map<std::string, std::string> keys;  // fixture.txt
-  std::vector<std::string> serve_argv;
-  std::vector<ScoreInput> requests;
-  std::map<uint64_t, std::vector<std::vector<float>>> expected;  // version -> per request
-
-  std::string model() const { return keys.at("model"); }
-  uint64_t newest() const { return expected.rbegin()->first; }
-  uint64_t oldest() const { return expected.begin()->first; }
-};
-
-ScoreInput FromProto(const v1::ScoreRequest &r) {
-  ScoreInput in;
-  in.token_bytes = r.token_bytes();
-  in.token_offsets.assign(r.token_offsets().begin(), r.token_offsets().end());
-  in.source.assign(r.source().begin(), r.source().end());
-  in.span_start.assign(r.span_start().begin(), r.span_start().end());
-  in.span_end.assign(r.span_end().begin(), r.span_end().end());
-  in.target_offsets.assign(r.target_offsets().begin(), r.target_offsets().end());
-  in.target_tokens.assign(r.target_tokens().begin(), r.target_tokens().end());
-  in.align_offsets.assign(r.align_offsets().begin(), r.align_offsets().end());
-  in.align_source.assign(r.align_source().begin(), r.align_source().end());
-  in.align_target.assign(r.align_target().begin(), r.align_target().end());
-  return in;
-}
-
-Fixture *LoadFixture() {
-  const char *dir = std::getenv("REORDERING_FIXTURE_DIR");
-  if (!dir || !*dir) return nullptr;
-  auto *f = new Fixture;
-  f->dir = dir;
-  for (const std::string &line : ReadLines(f->dir + "/fixture.txt")) {
-    size_t eq = line.find('=');
-    if (eq != std::string::npos) f->keys[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  f->serve_argv = ReadLines(f->dir + "/serve_command.txt");
-  for (const std::string &line : ReadLines(f->dir + "/requests.jsonl")) {
-    v1::ScoreRequest r;
-    auto st = google::protobuf::util::JsonStringToMessage(line, &r);
-    if (!st.ok()) throw std::runtime_error("bad line in requests.jsonl: " + st.ToString());
-    f->requests.push_back(FromProto(r));
-  }
-  std::istringstream versions(f->keys.at("versions"));
-  for (uint64_t v; versions >> v;) {
-    auto &rows = f->expected[v];
-    for (const std::string &line : ReadLines(f->dir + "/expected-v" + std::to_string(v) + ".txt")) {
-      std::istringstream s(line);
-      rows.emplace_back();
-      for (float p; s >> p;) rows.back().push_back(p);
-    }
-    if (rows.size() != f->requests.size()) throw std::runtime_error("expected file and requests differ in length");
-  }
-  return f;
-}
-
-Fixture *g_fixture = nullptr;
-ServerProcess *g_server = nullptr;
-
-class ServerEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    g_fixture = LoadFixture();
-    if (!g_fixture) return;
-    g_server = new ServerProcess(g_fixture->serve_argv, FreeLoopbackPort(), g_fixture->dir + "/server-main.log");
-    g_server->Start();
-    g_server->WaitReady(g_fixture->model(), kStartupMs);
-  }
-  void TearDown() override {
-    delete g_server;
-    g_server = nullptr;
-  }
-};
-
-::testing::Environment *const kEnv = ::testing::AddGlobalTestEnvironment(new ServerEnvironment);
-
-#define REQUIRE_FIXTURE()                                                                            \
-  if (!g_fixture) GTEST_SKIP() << "REORDERING_FIXTURE_DIR not set: run tests/client/test_cpp_client.py, " \
-                                  "which builds the fixture and the real server command"
-
-ClientOptions Options(const std::string &target, int timeout_ms = 5000) {
-  ClientOptions o;
-  o.target = target;
-  o.timeout_ms = timeout_ms;
-  return o;
-}
 
 void ExpectRowsEqual(const std::vector<float> &expected, const ScoreResult &got, const std::string &what) {
   ASSERT_EQ(expected.size(), got.probabilities.size()) << what;
@@ -177,6 +82,44 @@ TEST(ScoreInputBuilder, BuildsTheSameArraysAsTheProtoContract) {
   EXPECT_EQ(want.align_offsets, got.align_offsets);
   EXPECT_EQ(want.align_source, got.align_source);
   EXPECT_EQ(want.align_target, got.align_target);
+}
+
+TEST(ScoreInputBuilder, APairAWordAtATimeIsTheSameAsAWholePair) {
+  // A decoder's walk: the pair started last takes the target tokens and alignment points.
+  ScoreInputBuilder whole, walked;
+  for (const char *w : {"kare", "wa", "kita"}) {
+    whole.AddSourceToken(w);
+    walked.AddSourceToken(w);
+  }
+  whole.AddPair(0, 2, {whole.Token("he"), whole.Token("came")}, {0, 1}, {0, 1});
+  whole.AddPair(2, 3, {}, {}, {});
+  whole.AddPair(1, 3, {whole.Token("came"), whole.Token("here")}, {1}, {0});
+  walked.StartPair(0, 2);
+  walked.AddTargetToken("he");
+  walked.AddAlignmentPoint(0, 0);
+  walked.AddTargetToken("came");
+  walked.AddAlignmentPoint(1, 1);
+  walked.StartPair(2, 3);
+  walked.StartPair(1, 3);
+  walked.AddTargetToken("came");
+  walked.AddTargetToken("here");
+  walked.AddAlignmentPoint(1, 0);
+  const ScoreInput &a = whole.input(), &b = walked.input();
+  EXPECT_EQ(3u, b.NumPairs());
+  EXPECT_EQ(a.token_bytes, b.token_bytes);
+  EXPECT_EQ(a.token_offsets, b.token_offsets);
+  EXPECT_EQ(a.source, b.source);
+  EXPECT_EQ(a.span_start, b.span_start);
+  EXPECT_EQ(a.span_end, b.span_end);
+  EXPECT_EQ(a.target_offsets, b.target_offsets);
+  EXPECT_EQ(a.target_tokens, b.target_tokens);
+  EXPECT_EQ(a.align_offsets, b.align_offsets);
+  EXPECT_EQ(a.align_source, b.align_source);
+  EXPECT_EQ(a.align_target, b.align_target);
+
+  ScoreInputBuilder none;
+  EXPECT_THROW(none.AddTargetToken("he"), std::logic_error);
+  EXPECT_THROW(none.AddAlignmentPoint(0, 0), std::logic_error);
 }
 
 TEST(Client, GetModelReportsTheSchemaAndLoadedVersions) {
