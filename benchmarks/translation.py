@@ -65,6 +65,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -282,14 +283,19 @@ class Record:
     folder per corpus and held-out count, named by a digest of the corpus files, so runs of
     different systems never mix; outputs gzipped (a 5,000-sentence decode is ~80 KB). The
     outputs of a share-alike corpus (its README says so: ja-en-kyoto, CC BY-SA 3.0) are
-    derived data under its licence, so for it the record keeps only weights and timings."""
+    derived data under its licence, so for it the record keeps only weights and timings.
+
+    A corpus aligned here (no train.align shipped) gets one folder per build as well (`build`,
+    the study's system_id, read when the folder is first needed, after the alignment): weights
+    tuned on one alignment are not another build's runs, and restoring them would compare a
+    run tuned here with one tuned on a system that no longer exists."""
 
     FILES = ("tune.json", "test.json", "test.out", "heldout.json", "heldout.out", "timing.json")
     CORPUS_FILES = tuple(f"{subset}.{lang}" for subset in ("train", "dev", "test") for lang in (SRC, TGT)) \
         + ("train.align",)
 
-    def __init__(self, root: Path, corpus: Path, heldout: int):
-        self.root, self.corpus, self.heldout = root, corpus, heldout
+    def __init__(self, root: Path, corpus: Path, heldout: int, build: Callable[[], str] | None = None):
+        self.root, self.corpus, self.heldout, self.build = root, corpus, heldout, build
         self._dir: Path | None = None
         keep_outputs = not share_alike(corpus)
         self.files = tuple(f for f in self.FILES if keep_outputs or not f.endswith(".out"))
@@ -304,7 +310,8 @@ class Record:
                     continue
                 digest.update(name.encode() + b"\0")
                 _digest_file(digest, path)
-            self._dir = self.root / f"{self.corpus.name}-{digest.hexdigest()[:12]}-heldout{self.heldout}"
+            build = f"-{self.build()}" if self.build is not None else ""
+            self._dir = self.root / f"{self.corpus.name}-{digest.hexdigest()[:12]}-heldout{self.heldout}{build}"
         return self._dir
 
     def has(self, rel: str, name: str) -> bool:
@@ -435,7 +442,9 @@ class Study:
         self.filter_lock = threading.Lock()
         self.server = None  # server.local.LocalServer while it runs
         self.log_file = self.work / "study.log"
-        self.record = Record(Path(args.record).resolve(), self.corpus, self.heldout) if args.record else None
+        aligned_here = shipped(self.corpus, "train.align") is None
+        self.record = Record(Path(args.record).resolve(), self.corpus, self.heldout,
+                             build=(lambda: self.system_id) if aligned_here else None) if args.record else None
 
     # -- logging and processes
     def log(self, message: str) -> None:

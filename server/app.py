@@ -23,7 +23,7 @@ import grpc
 from grpc_health.v1 import health
 from grpc_reflection.v1alpha import reflection
 
-from training.errors import InputError
+from training.errors import AddressError, InputError
 
 from server.api import SERVICE_NAME
 from server.cache import ResultCache
@@ -155,7 +155,7 @@ class ScoringServer:
         except RuntimeError:
             port = 0
         if port == 0:
-            raise InputError(f"cannot listen on {o.host}:{o.port} (address in use or not local?) (--host/--port)")
+            raise AddressError(f"cannot listen on {o.host}:{o.port} (address in use or not local?) (--host/--port)")
         await server.start()
         self._server = server
         self._ticker = asyncio.get_running_loop().create_task(self._flush_refusals())
@@ -187,8 +187,8 @@ class ScoringServer:
                 try:
                     self.metrics.serve_http(o.metrics_port, metrics_host)
                 except OSError as exc:
-                    raise InputError(f"cannot serve metrics on {metrics_host}:{o.metrics_port}: {exc} "
-                                     "(--metrics-host/--metrics-port)") from None
+                    raise AddressError(f"cannot serve metrics on {metrics_host}:{o.metrics_port}: {exc} "
+                                       "(--metrics-host/--metrics-port)") from None
         except BaseException:
             if self._server is not None:
                 self._call(self._server.stop(0))

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from training.errors import InputError
+from training.errors import AddressError, InputError
 
 
 def _addresses(host: str, port: int) -> list[tuple]:
@@ -38,7 +38,7 @@ def _addresses(host: str, port: int) -> list[tuple]:
     try:
         infos = socket.getaddrinfo(bare or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror} (--host)") from None
+        raise AddressError(f"cannot listen on {host}:{port}: {exc.strerror} (--host)") from None
     seen, out = set(), []
     for family, _, _, _, sockaddr in infos:
         key = (family, sockaddr[0])
@@ -66,7 +66,7 @@ def _bind(family: int, sockaddr: tuple, *, reuse_port: bool, reuse_addr: bool) -
 
 
 def check_port_free(host: str, port: int) -> None:
-    """InputError naming --host/--port if `port` is in use on an address of `host`, or if
+    """AddressError naming --host/--port if `port` is in use on an address of `host`, or if
     no address of `host` can be bound at all (not local). Like gRPC, an address that
     cannot exist here (e.g. ::1 of "localhost" with IPv6 off) is skipped while another
     one binds. Port 0 (let the system pick) is always free.
@@ -80,10 +80,10 @@ def check_port_free(host: str, port: int) -> None:
             _bind(family, sockaddr, reuse_port=False, reuse_addr=True).close()
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise InputError(f"cannot listen on {host}:{port}: address already in use (--host/--port)") from None
+                raise AddressError(f"cannot listen on {host}:{port}: address already in use (--host/--port)") from None
             failures.append(exc.strerror or str(exc))
     if len(failures) == len(addresses):
-        raise InputError(f"cannot listen on {host}:{port}: {failures[0]} (--host/--port)")
+        raise AddressError(f"cannot listen on {host}:{port}: {failures[0]} (--host/--port)")
 
 
 @contextlib.contextmanager
@@ -112,7 +112,7 @@ def _port_lock(port: int) -> Iterator[None]:
 def reserve_shared_port(host: str, port: int) -> socket.socket:
     """A bound, non-listening SO_REUSEPORT socket holding `port` for this server's workers.
 
-    Refuses (InputError naming --host/--port) a port that anyone already holds, including
+    Refuses (AddressError naming --host/--port) a port that anyone already holds, including
     another multi-worker server; port 0 reserves a free port (read it with getsockname()).
     """
     addresses = _addresses(host, port)
@@ -128,4 +128,4 @@ def _reserve(host: str, port: int, family: int, sockaddr: tuple) -> socket.socke
     try:
         return _bind(family, sockaddr, reuse_port=True, reuse_addr=False)
     except OSError as exc:
-        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (--host/--port)") from None
+        raise AddressError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (--host/--port)") from None

@@ -39,6 +39,14 @@ class UsageError(InputError):
     exit_code = 2
 
 
+class AddressError(InputError):
+    """An address the server cannot listen on: the port is in use, or the host is not one of this
+    machine's addresses. Exit code 5, so a script that starts a server can tell "pick another
+    port" from bad input data (3)."""
+
+    exit_code = 5
+
+
 class ModelFileError(MosesReorderError):
     """A weight file that is truncated, corrupt, foreign or from the future. Exit code 4."""
 

@@ -188,6 +188,55 @@ def task_runner(jobs: int | None = 1, scheduler: str | None = None) -> Iterator[
         runner.close()
 
 
+@contextmanager
+def alongside(fn: Callable[[T], R], task: T, *, jobs: int | None = 1) -> Iterator[Callable[[], R]]:
+    """Run fn(task) in a spawned worker process while the block runs, and yield a function that
+    waits for its result (raising its exception). With one job it runs here, before the block:
+    the same result, one after the other. For an independent piece of work that can overlap
+    another on a second core (pipeline: numba compiling the feature kernel while extraction
+    compiles, the Moses table beside the experiment). Leaving the block early (an error, a
+    Ctrl-C) ends the worker at once."""
+    if resolve_jobs(jobs) < 2:
+        result = fn(task)
+        yield lambda: result
+        return
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    worker = context.Process(target=_send_result, args=(fn, task, send, os.getpid()),
+                             name=f"moses-reorder {getattr(fn, '__name__', 'task')}")
+    worker.start()
+    send.close()
+
+    def result() -> R:
+        try:
+            ok, value = receive.recv()
+        except EOFError:
+            worker.join()
+            raise RuntimeError(f"the worker running {fn.__name__} died (exit code {worker.exitcode})") from None
+        worker.join()
+        if not ok:
+            raise value
+        return value
+
+    try:
+        yield result
+    finally:
+        if worker.is_alive():
+            worker.terminate()
+        worker.join()
+        receive.close()
+
+
+def _send_result(fn: Callable, task: Any, send, parent: int) -> None:
+    """alongside's worker: fn(task), or the exception it raised, sent back through the pipe."""
+    exit_with_parent(parent)
+    try:
+        outcome = (True, fn(task))
+    except BaseException as exc:  # the parent re-raises it
+        outcome = (False, exc)
+    send.send(outcome)
+
+
 def _ordered(submit: Callable[[Callable, Any], Any], fn: Callable, tasks: list, window: int) -> Iterator:
     """Submit through `submit(fn, task) -> future` keeping `window` in flight; results in order."""
     pending = iter(tasks)

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from training.errors import InputError, UsageError
+from training.errors import AddressError, InputError, UsageError
 
 
 def register(subparsers) -> None:
@@ -45,7 +45,8 @@ def register(subparsers) -> None:
         p.add_argument(f"--{name}", type=kind, default=default(name.replace("-", "_")),
                        help=f"{text} (default {shown})")
 
-    p.add_argument("--models", required=True, type=Path, help="model repository root")
+    # Checked in _check_words, not by argparse, so `serve DIR` (the root as a positional) gets a hint.
+    p.add_argument("--models", type=Path, help="model repository root (required)")
     flag("host", str, "address to bind; 0.0.0.0 or [::] for every interface, as the container does")
     flag("port", int, "port (0 = pick a free one)")
     flag("workers", int, "server processes sharing the port via SO_REUSEPORT (use the core count)")
@@ -80,7 +81,27 @@ def register(subparsers) -> None:
     # Internal: set by the supervisor for its workers.
     p.add_argument("--worker-ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("stray", nargs="*", help=argparse.SUPPRESS)  # a hint, not a way in: see _check_words
+    p.usage = p.format_usage().removeprefix("usage: ").replace("[--models MODELS]", "--models MODELS")
     p.set_defaults(func=run)
+
+
+def _stray_hint(args: argparse.Namespace) -> str:
+    """What to say about words that are no option's value: which option each one looks like."""
+    first = args.stray[0]
+    if first.isdigit():
+        return f"the port is an option: --port {first}"
+    if args.models is None and Path(first).is_dir():
+        return f"the model repository is an option: moses-reorder serve --models {first}"
+    return f"unrecognized arguments: {' '.join(args.stray)}"
+
+
+def _check_words(args: argparse.Namespace) -> None:
+    """What argparse lets through so that a hint can be given: stray words, no --models."""
+    if args.stray:
+        raise UsageError(_stray_hint(args))
+    if args.models is None:
+        raise UsageError("--models is required: the model repository root (ROOT/<name>/<version>/model.<ext>)")
 
 
 def _check_files(args: argparse.Namespace) -> None:
@@ -119,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from server.logs import configure_logging
 
     configure_logging(args.log_level)
+    _check_words(args)
     options_from_args(args)
     _check_files(args)
     if args.workers > 1 and args.worker_ready_fd is None:
@@ -257,7 +279,7 @@ def _supervise(args: argparse.Namespace) -> int:
             try:
                 serve_multiprocess_http(args.metrics_port, args.metrics_host or args.host)
             except OSError as exc:
-                raise InputError(f"cannot serve metrics on port {args.metrics_port}: {exc} (--metrics-port)") from None
+                raise AddressError(f"cannot serve metrics on port {args.metrics_port}: {exc} (--metrics-port)") from None
         log_event(logging.INFO, "listening", port=ports[0], ports=sorted(set(ports)), workers=args.workers,
                   worker_pids=[c.pid for c in children])
         while not stop.wait(0.5):

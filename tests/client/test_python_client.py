@@ -149,3 +149,29 @@ def test_address_lists():
         resolve_target("127.0.0.1:1,")
     with pytest.raises(ValueError, match="version"):
         ScoringClient("127.0.0.1:1", version=-1)
+
+
+def test_the_serving_guides_snippet_runs_as_written_against_the_readmes_server(tmp_path, keys):
+    """docs/serving.md's Python block, against one server as README step 2 starts it (issue 47:
+    it named two servers and printed nothing). Only the port is the test's own."""
+    import os
+    import re
+    import subprocess
+
+    from serverkit import subprocess_env
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text(encoding="utf-8")
+    [snippet] = re.findall(r"^```python\n(.*?)^```", guide, re.M | re.S)
+    readme_address = "127.0.0.1:50051"  # README step 2: `serve --models work/demo/models --port 50051`
+    assert f'ScoringClient("{readme_address}", model="tanaka-3k-svm"' in snippet
+    write_test_model(model_path(tmp_path, "tanaka-3k-svm", 1), keys, moses_type=TYPE)
+    with running_server(tmp_path) as running:
+        code = snippet.replace(readme_address, running.address)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env=subprocess_env(), cwd=os.getcwd())
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, *rest = done.stdout.splitlines()
+    assert first.startswith("1 (")  # the pinned version and the output names
+    rows = np.array([[float(x) for x in row.split()] for row in re.findall(r"\[([^\[\]]+)\]", " ".join(rest))])
+    assert rows.shape == (2, 6)
+    assert np.allclose(rows.reshape(2, 2, 3).sum(axis=2), 1.0, atol=1e-3)

@@ -13,10 +13,12 @@ makes a stand-in from Debian packages where no registry is reachable.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -59,28 +61,60 @@ def unavailable() -> str | None:
 
 
 def build_wheelhouse(spec: str = ".") -> float:
-    """`pip wheel -w docker/wheelhouse SPEC` from the repository root (SPEC "." or ".[train]");
-    the project's own wheel is rebuilt from this checkout every time. Returns seconds."""
+    """`pip wheel -w docker/wheelhouse SPEC setuptools wheel` from the repository root (SPEC "."
+    or ".[train]"): the dependencies and the build backend the image installs the project with
+    (its own wheel is rebuilt too, and left out of the image's context). Returns seconds."""
     WHEELHOUSE.mkdir(exist_ok=True)
     for old in WHEELHOUSE.glob("moses_reorder-*.whl"):
         old.unlink()
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-                    "-w", str(WHEELHOUSE), spec], cwd=ROOT, check=True, timeout=1800)
+                    "-w", str(WHEELHOUSE), spec, "setuptools>=68", "wheel"], cwd=ROOT, check=True, timeout=1800)
     return time.monotonic() - started
 
 
-def build_image(tag: str, **build_args: str) -> float:
+def build_image(tag: str, context: Path = ROOT, **build_args: str) -> float:
     """docker build (host network, base from base_image()) of docker/Dockerfile; seconds taken."""
+    return build_image_log(tag, context, **build_args)[0]
+
+
+def build_image_log(tag: str, context: Path = ROOT, **build_args: str) -> tuple[float, str]:
+    """build_image, and the builder's output (which steps came from the layer cache)."""
     args = ["build", "--network", "host", "--build-arg", f"BASE={base_image()}", "-f", "docker/Dockerfile",
             "-t", tag]
     for name, value in build_args.items():
         args += ["--build-arg", f"{name}={value}"]
     started = time.monotonic()
-    result = subprocess.run(["docker", *args, str(ROOT)], capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(["docker", *args, str(context)], capture_output=True, text=True, timeout=1800)
     if result.returncode != 0:
         raise AssertionError(f"docker build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-    return time.monotonic() - started
+    return time.monotonic() - started, result.stdout + result.stderr
+
+
+@dataclass(frozen=True)
+class Step:
+    text: str     # the Dockerfile instruction, as the builder echoes it
+    cached: bool  # taken from the layer cache
+
+
+def build_steps(log: str) -> list[Step]:
+    """The steps of a build log: the legacy builder's ("Step 3/20 : RUN ..." then " ---> Using
+    cache") or BuildKit's plain progress ("#7 [build 3/9] RUN ..." then "#7 CACHED")."""
+    steps: list[list] = []
+    by_vertex: dict[str, list] = {}
+    for line in log.splitlines():
+        legacy = re.match(r"Step \d+/\d+ : (.*)", line)
+        vertex = re.match(r"#(\d+) \[[^\]]*\d+/\d+\] (.*)", line)
+        if legacy or vertex:
+            step = [(legacy or vertex).groups()[-1], False]
+            steps.append(step)
+            if vertex:
+                by_vertex[vertex.group(1)] = step
+        elif "Using cache" in line and steps:
+            steps[-1][1] = True
+        elif (cached := re.match(r"#(\d+) CACHED", line)) and cached.group(1) in by_vertex:
+            by_vertex[cached.group(1)][1] = True
+    return [Step(text, cached) for text, cached in steps]
 
 
 def remove_image(tag: str) -> None:
@@ -95,11 +129,11 @@ def image_size(tag: str) -> int:
 
 
 def run_server(tag: str, models: Path, port: int, *serve_args: str, env: dict[str, str] | None = None,
-               name: str | None = None) -> str:
+               name: str | None = None, run_args: tuple[str, ...] = ()) -> str:
     """Start the image's `serve` over MODELS (mounted read-only at /models) on 127.0.0.1:PORT
-    with the host's network; return the container id."""
+    with the host's network (RUN_ARGS: more `docker run` options); return the container id."""
     args = ["run", "--detach", "--network", "host", "--volume", f"{models}:/models:ro",
-            "--env", f"MOSES_REORDER_PORT={port}"]
+            "--env", f"MOSES_REORDER_PORT={port}", *run_args]
     for key, value in (env or {}).items():
         args += ["--env", f"{key}={value}"]
     if name:

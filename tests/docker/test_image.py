@@ -133,6 +133,51 @@ def test_serves_the_pipeline_models_exactly_as_without_a_container(built, contai
     assert "[cache] data saved" not in log, [line for line in log.splitlines() if "saved" in line][:10]
 
 
+def test_runs_on_a_read_only_root_with_a_tmpfs_and_compiles_nothing(built):
+    """Issue 47: with --read-only numba found no writable cache folder and the server did not
+    start. Now the image's cache is read, copied into the tmpfs, and nothing is compiled."""
+    port = free_port()
+    cid = run_server(built.image, built.models, port, "--poll-seconds", "0", env={"NUMBA_DEBUG_CACHE": "1"},
+                     run_args=("--read-only", "--tmpfs", "/tmp"))
+    try:
+        address = f"127.0.0.1:{port}"
+        wait_serving(address, cid)
+        with running_server(built.models) as host:
+            requests = _requests(SVM)
+            for (_, a), (_, b) in zip(_score_all(address, requests), _score_all(host.address, requests)):
+                np.testing.assert_array_equal(a, b)
+        log = docker("logs", cid).stdout
+        assert "[cache] data loaded from '/tmp/" in log, log[-2000:]
+        assert "[cache] data saved" not in log, [line for line in log.splitlines() if "saved" in line][:10]
+    finally:
+        remove(cid)
+
+
+def test_a_source_change_keeps_the_dependency_layer(built, tmp_path):
+    """Issue 47: the source was copied before the wheelhouse was installed, so a one-line change
+    reinstalled every dependency. Rebuild from a copy of the context with one source line
+    changed: the dependency layer comes from the cache, the source layers do not."""
+    context = tmp_path / "context"
+    context.mkdir()
+    for name in ("pyproject.toml", "README.md", ".dockerignore"):
+        shutil.copy2(dockerkit.ROOT / name, context / name)
+    for name in ("proto", "training", "server", "docker"):
+        shutil.copytree(dockerkit.ROOT / name, context / name, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    changed = context / "training" / "errors.py"
+    changed.write_text(changed.read_text(encoding="utf-8") + "\n# a one-line change\n", encoding="utf-8")
+    tag = f"{built.image}-changed"
+    try:
+        _, log = dockerkit.build_image_log(tag, context, PRECOMPILE="0")
+    finally:
+        dockerkit.remove_image(tag)
+    steps = dockerkit.build_steps(log)
+    [deps] = [s for s in steps if "python3 -m venv /opt/moses-reorder" in s.text]
+    [source] = [s for s in steps if s.text.startswith("COPY training")]
+    assert deps.cached, deps
+    assert not source.cached, source
+
+
 def test_docker_healthcheck_reports_healthy(built, container):
     cid, address = container(built.models, "--poll-seconds", "0")
     wait_serving(address, cid)

@@ -175,3 +175,20 @@ def test_eval_without_the_training_store_says_it_cannot_tell(corpus_dir, store, 
     captured = capsys.readouterr()
     assert json.loads(captured.out)["held_out"] is None
     assert "cannot tell whether the evaluated sentences were among the model's training sentences" in captured.err
+
+
+def test_the_nmi_ranking_puts_the_best_feature_at_rank_0(tmp_path):
+    """Issue 47: the curve was sorted ascending, so rank 0 was the least informative feature.
+    Read back from the PNG: the line starts high on the left and ends low on the right."""
+    import matplotlib.image as mpimg
+
+    from training.eval.plots import plot_nmi_ranking
+
+    nmi = np.random.default_rng(0).random(500) ** 4 + 1e-4
+    path = plot_nmi_ranking(nmi, tmp_path / "nmi-ranking.png")
+    pixels = mpimg.imread(path)[..., :3]
+    line = np.all(np.abs(pixels - np.array([0x1f, 0x77, 0xb4]) / 255) < 0.08, axis=2)  # matplotlib's C0
+    rows, cols = np.nonzero(line)
+    assert cols.size > 100
+    left, right = rows[cols <= cols.min() + 3].mean(), rows[cols >= cols.max() - 3].mean()
+    assert left < right  # image rows grow downwards: the left end is the higher one

@@ -39,6 +39,9 @@ def run_extract(files, out: Path, *extra: str) -> int:
     ({"align": "0-0 12\n0-0\n"}, "align", 1, "malformed"),
     ({"src": b"a b c\nd \xff e\n"}, "src", 2, "invalid UTF-8: byte 0xff at byte offset 2 (0-based) of line 2"),
     ({"tgt": "x ||| y\nz\n"}, "tgt", 1, "field separator"),
+    # an empty line whose alignment line is not: the text file's line is the error (issue 47)
+    ({"tgt": "x y\n\n"}, "tgt", 2, "the line is empty, but line 2 of c.align aligns points to it (0-0)"),
+    ({"src": "\nd e\n"}, "src", 1, "the line is empty, but line 1 of c.align aligns points to it (0-0)"),
 ])
 def test_bad_corpus_names_file_and_line(tmp_path, capsys, override, side, line, words):
     files = write(tmp_path, **override)

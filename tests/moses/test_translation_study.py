@@ -243,6 +243,24 @@ def test_the_record_keeps_each_corpus_apart(tmp_path, corpus):
     assert study_mod.Record(root, corpus, 500).dir != one.dir
 
 
+def test_the_record_of_a_corpus_aligned_here_keeps_each_build_apart(tmp_path, corpus):
+    """ja-en-kyoto ships no alignment: runs tuned on one alignment are not restored into a
+    study of another (issue 48 found issue 29's runs, tuned on a build that is gone, being
+    restored and decoded as if they were the new build's)."""
+    root = tmp_path / "record"
+    builds = iter(["5d62f18576f3", "5cba8c2cf309"])
+    old = study_mod.Record(root, corpus, 0, build=lambda: next(builds))
+    new = study_mod.Record(root, corpus, 0, build=lambda: next(builds))
+    assert old.dir.name.endswith("-heldout0-5d62f18576f3") and new.dir.name.endswith("-heldout0-5cba8c2cf309")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tuned.ini").write_text("[weight]\nLM0= 0.5\n", encoding="utf-8")
+    old.save(run, "lexical-dl12/pro1")
+    assert not new.restore(tmp_path / "restored", "lexical-dl12/pro1")
+    assert old.restore(tmp_path / "restored", "lexical-dl12/pro1")
+    assert study_mod.Record(root, corpus, 0).dir.name.endswith("-heldout0")  # a shipped alignment: no build
+
+
 def test_the_record_of_a_share_alike_corpus_keeps_weights_not_outputs(tmp_path, corpus, study):
     """ja-en-kyoto is CC BY-SA 3.0 (its README says so): translations of it are derived data and
     stay out of the repository; its record keeps the tuned weights and the timings."""
@@ -347,8 +365,9 @@ def test_an_unaligned_corpus_is_aligned_once_with_dev_and_test_then_split(tmp_pa
     assert (c / "all.align").stat().st_mtime_ns == stamp
     took = json.loads((study.work / "state" / "align.done").read_text())
     assert took["cpu_seconds"] > 0 and took["peak_mb"] > 0
-    # the record is named by the files as shipped (.xz), with nothing held out
-    assert study.record.dir.name.startswith("kyoto-like-") and study.record.dir.name.endswith("-heldout0")
+    # the record is named by the files as shipped (.xz), with nothing held out, and the build
+    assert study.record.dir.name.startswith("kyoto-like-")
+    assert study.record.dir.name.endswith(f"-heldout0-{study.system_id}")
 
 
 def test_articles_plan_tunes_lexical_with_both_tuners_first_then_one_tuner_at_the_chosen_limit():

@@ -36,4 +36,4 @@ def test_pipeline_says_it_compiles_on_a_cold_cache(tmp_path):
             f"sys.exit(main(['pipeline', '--corpus', {str(tmp_path / 'none')!r}, '--out', {str(tmp_path / 'o')!r}]))")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert "first run on this machine: compiling the numba functions (about 45 s" in done.stderr
+    assert "first run for this user: compiling the numba functions" in done.stderr

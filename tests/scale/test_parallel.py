@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from training.errors import InputError
-from training.parallel import (PARENT_POLL_SECONDS, chunked, iter_tasks, jobs_that_pay, parse_memory,
+from training.parallel import (PARENT_POLL_SECONDS, alongside, chunked, iter_tasks, jobs_that_pay, parse_memory,
                                resolve_jobs, run_tasks)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +33,28 @@ def test_local_processes_keep_task_order():
 
 def test_a_window_of_one_still_yields_everything_in_order():
     assert list(iter_tasks(math.factorial, TASKS, jobs=2, window=1)) == EXPECTED
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_alongside_gives_the_worker_s_result_and_raises_its_error(jobs):
+    with alongside(math.factorial, 10, jobs=jobs) as done:
+        assert done() == math.factorial(10)
+    with pytest.raises(ValueError), alongside(math.factorial, -1, jobs=jobs) as done:
+        done()  # with one job the task ran, and raised, as the block was entered
+
+
+def test_leaving_alongside_s_block_early_ends_its_worker_at_once():
+    """An error (or a Ctrl-C) in the block does not wait for the worker's task (issue 47:
+    pipeline compiles the feature kernel beside extraction, and a refused corpus must not
+    wait for that compile)."""
+    import multiprocessing
+
+    others = set(multiprocessing.active_children())  # a module's Dask cluster has some
+    started = time.monotonic()
+    with pytest.raises(KeyError), alongside(time.sleep, 60, jobs=2):
+        raise KeyError("the block failed")
+    assert time.monotonic() - started < 30
+    assert not set(multiprocessing.active_children()) - others
 
 
 def test_dask_local_cluster_keeps_task_order(dask_cluster):

@@ -146,7 +146,7 @@ def test_a_port_in_use_is_a_clear_error(repo_root):
             proc = subprocess.run([sys.executable, "-m", "training.cli", "serve", "--models", str(repo_root),
                                    "--host", "127.0.0.1", "--port", str(port), "--workers", workers],
                                   capture_output=True, text=True, env=subprocess_env(), timeout=120)
-            assert proc.returncode == 3, proc.stderr[-2000:]
+            assert proc.returncode == 5, proc.stderr[-2000:]  # cannot listen: not bad input data (3)
             assert f"127.0.0.1:{port}" in proc.stderr and "--port" in proc.stderr
             assert "add_port" not in proc.stderr, proc.stderr  # gRPC's raw log line stays out
 
@@ -168,7 +168,7 @@ def test_a_port_held_by_another_multi_worker_server_is_refused(repo_root, corpus
                 second.send_signal(signal.SIGTERM)
                 second.communicate(timeout=60)
                 raise AssertionError(f"a second server (--workers {workers}) started on the busy port {port}")
-            assert second.returncode == 3, err[-2000:]
+            assert second.returncode == 5, err[-2000:]
             assert f"127.0.0.1:{port}" in err and "address already in use" in err and "--port" in err
             assert "add_port" not in err, err  # no raw gRPC log line before our message
     finally:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from training.errors import InputError, UsageError
-from training.modelfile.layout import publish
+from training.modelfile.layout import SERVED_DIR, publish
 
 from training import defaults
 
@@ -90,9 +90,11 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     from training.eval.studies import run_experiment
     from training.families import FAMILIES, get_family
     from training.features.spec import FeatureSpec
-    from training.moses.distortion import jump_profile, limit_advice
-    from training.moses.table import build_table
+    from training.features.templates import kernel_cached, warm_up
+    from training.moses.distortion import limit_advice
+    from training.moses.table import WORKER_EXAMPLES as TABLE_WORKER_EXAMPLES
     from training.moses.types import MosesType
+    from training.parallel import alongside
     from training.store.examples import ExampleStore
 
     # Everything that can refuse the input is checked before --out is created, or (the
@@ -111,27 +113,33 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
     files = CorpusFiles.locate(corpus, src_lang, tgt_lang)
     created = next((d for d in reversed([out, *out.parents]) if not d.exists()), None)  # topmost new dir
     store_dir = out / "store"
+    # A first run compiles the feature kernel on a second core while this one compiles extraction.
+    warm = 1 if kernel_cached() else defaults.JOBS
     try:
         out.mkdir(parents=True, exist_ok=True)
-        ensure_store(files, store_dir, mtype.extract_model, max_phrase_length, log, progress)
+        with alongside(warm_up, None, jobs=warm) as warmed:
+            ensure_store(files, store_dir, mtype.extract_model, max_phrase_length, log, progress)
+            warmed()
     except BaseException:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
         raise
 
-    jumps = jump_profile(files.align)
-    log(f"pipeline: {limit_advice(jumps)}")
     table = out / f"reordering-table.{mtype}.gz"
     log(f"pipeline: Moses lexicalized table -> {table}")
-    build_table(ExampleStore.open(store_dir), mtype, table, jobs=defaults.JOBS)
-
-    runs = out / "runs"
-    rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],
-                          moses_type=str(mtype), heldout_fraction=heldout_fraction, log=log,
-                          progress=progress)
     store = ExampleStore.open(store_dir)
+    # The table and the distortion advice need only the store and the alignments: when the table
+    # is small enough to be one process's work, they run beside the experiment on another core.
+    beside = defaults.JOBS if store.n_examples < TABLE_WORKER_EXAMPLES else 1
+    runs = out / "runs"
+    with alongside(table_and_jumps, (str(files.align), str(store_dir), str(mtype), str(table)),
+                   jobs=beside) as table_done:
+        rows = run_experiment(store_dir, runs, families=families, feature_sets=[features],
+                              moses_type=str(mtype), heldout_fraction=heldout_fraction, log=log,
+                              progress=progress)
+        jumps = table_done()  # its advice ends the summary: said once, at the end
     refit = refit and rows[0]["split"]["heldout_sentences"] > 0
-    models_root, evaluated_root = out / "models", out / EVALUATED_DIR
+    models_root, evaluated_root = out / SERVED_DIR, out / EVALUATED_DIR
     for row in rows:
         row["evaluated_sentences"] = trained_sentences(Path(row["model"]))
     if refit:
@@ -157,11 +165,27 @@ def run_pipeline(corpus: Path = defaults.EMBEDDED_CORPUS, out: Path = Path(defau
            "distortion_limit": jumps.recommend(), "distortion_advice": limit_advice(jumps),
            "embedded_corpus": str(defaults.EMBEDDED_CORPUS)}
     report, report_path = write_reports(out, run, started)
+    from training.eval.report import terminal_summary
+
     return {"rows": rows, "report": report, "report_path": str(report_path), "index": str(out / REPORT_INDEX),
+            "summary": terminal_summary(run, out / REPORT_INDEX),
             "models_root": str(models_root), "table": str(table), "store": str(store_dir), "refit": refit,
             "decoding_model": decoding, "moses_ini_line": run["moses_ini_line"],
             "serve_command": serve_command, "distortion_limit": run["distortion_limit"],
             "distortion_advice": run["distortion_advice"]}
+
+
+def table_and_jumps(task: tuple[str, str, str, str]):
+    """Task: Moses's lexicalized table of the store (align, store, type, out) and the corpus's
+    jump profile (training.moses.distortion), which the distortion advice is read from."""
+    from training.moses.distortion import jump_profile
+    from training.moses.table import build_table
+    from training.moses.types import MosesType
+    from training.store.examples import ExampleStore
+
+    align, store_dir, moses_type, table = task
+    build_table(ExampleStore.open(store_dir), MosesType.parse(moses_type), Path(table), jobs=defaults.JOBS)
+    return jump_profile(Path(align))
 
 
 REPORT_INDEX = "report.md"
@@ -186,13 +210,14 @@ def refit_all(store_dir: Path, rows: list[dict[str, Any]], refit_dir: Path, mtyp
     import time
 
     from training.api.train import train_model
+    from training.eval.report import features_label
     from training.modelfile.container import read_weight_file
 
     refit_dir.mkdir(parents=True, exist_ok=True)
     for row in rows:
         meta = read_weight_file(row["model"]).metadata
         path = refit_dir / Path(row["model"]).name
-        log(f"pipeline: refitting {row['family']} ({meta['features']}) on all {n_sentences:,} sentences")
+        log(f"pipeline: refitting {row['family']} ({features_label(meta['features'])}) on all {n_sentences:,} sentences")
         started = time.perf_counter()
         trained = train_model(store_dir, family=row["family"], moses_type=str(mtype), out=path,
                               features=meta["features"], threshold=meta["threshold"], heldout_fraction=0.0,

@@ -16,7 +16,6 @@ from training.corpus.symmetrize import METHODS
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "align",
-        help="word-align a tokenized parallel corpus (eflomal + grow-diag-final-and)",
         description=(
             "Align tokenized SRC and TGT (line N of one is parallel to line N of the other; "
             "tokens separated by spaces or tabs) with eflomal in both directions, symmetrize the two "

@@ -15,7 +15,7 @@ from training.commands.argtypes import add_parallel_arguments
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "eval", help="evaluate a weight file on the held-out sentences of a store",
+        "eval",
         description="Score the held-out phrase pairs of an example store (the last "
                     "--heldout-fraction of sentences, by default the fraction the model was "
                     "trained with) and print accuracy, the confusion matrix and per-class "

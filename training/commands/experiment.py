@@ -15,7 +15,7 @@ from training.commands.argtypes import family_hyperparameter
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "experiment", help="families x feature sets on a held-out split, one Markdown table",
+        "experiment",
         description="Extract a corpus directory (train.SRC, train.TGT, train.align) into an example "
                     "store, train every family on every feature set, evaluate each on the held-out "
                     "sentences and print the SVM paper's Tables 5-6 layout plus log-loss and the "

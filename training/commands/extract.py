@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "extract", help="extract phrase pairs with Moses's orientation labels into an example store",
+        "extract",
         description="Extract every consistent phrase pair of a word-aligned corpus with its orientation "
                     "labels, exactly as Moses's `extract ... orientation --model M` does, into an example "
                     "store (columnar numpy arrays). Exit codes: 0 ok, 2 usage, 3 bad input.")

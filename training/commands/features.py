@@ -11,6 +11,7 @@ import sys
 
 from training import defaults
 from training.commands.argtypes import add_parallel_arguments, fraction, whole_number
+from training.moses.types import DIRECTIONS
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     if not spec.neighbour:
         directions = [None]
     else:
-        directions = [args.direction] if args.direction else ["backward", "forward"]
+        directions = [args.direction] if args.direction else list(DIRECTIONS["bidirectional"])
     for direction in directions:
         fm = feature_matrix(args.store, args.features, threshold=args.threshold, heldout_fraction=args.heldout,
                             progress=not args.quiet, jobs=args.jobs, scheduler=args.scheduler,
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "features", help="build and cache the feature matrix of an example store",
+        "features",
         description="Extract feature keys (the SVM paper's templates S1..S15 or a combination such as "
                     "alignments,context=1,anova=2), keep those seen more than --threshold times and cache "
                     "the CSR matrix under STORE/features/. Exit codes: 0 ok, 2 usage, 3 bad input.")
@@ -52,7 +53,7 @@ def register(subparsers) -> None:
     p.add_argument("--heldout", type=fraction, default=0.0, metavar="FRACTION",
                    help="count the vocabulary without the last FRACTION of sentences (the held-out split "
                         "of eval/experiment; default 0: all sentences)")
-    p.add_argument("--direction", choices=("backward", "forward"),
+    p.add_argument("--direction", choices=DIRECTIONS["bidirectional"],
                    help="with neighbour features, build only this direction's matrix (default: both; "
                         "ignored without them)")
     add_parallel_arguments(p)

@@ -32,9 +32,11 @@ def training_lines(training: dict[str, Any]) -> list[str]:
     ex = training.get("examples") or {}
     lines = [f"training      {_num(ex.get('fit'), ',')} fit / {_num(ex.get('calibration'), ',')} calibration / "
              f"{_num(ex.get('heldout'), ',')} held-out examples (held-out fraction "
-             f"{_num(training.get('heldout_fraction'), 'g')}), {_num(training.get('train_seconds'), '.1f')} s to fit and calibrate "
-             f"(the report's Time; features {_num(training.get('feature_seconds'), '.1f')} s), "
-             f"peak memory {_num((training.get('peak_memory_bytes') or 0) / 2**20, '.0f')} MiB, "
+             f"{_num(training.get('heldout_fraction'), 'g')})",
+             f"  time        {_num(training.get('train_seconds'), '.1f')} s to fit and calibrate "
+             f"(the report's Time; features {_num(training.get('feature_seconds'), '.1f')} s; numba compiling "
+             f"{_num(training.get('compile_seconds'), '.1f')} s more)",
+             f"  memory      peak {_num((training.get('peak_memory_bytes') or 0) / 2**20, '.0f')} MiB, "
              f"BLAS threads {_num(training.get('blas_threads'), 'd')}"]
     selection = training.get("selection")
     if selection:
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "inspect", help="print a weight file's metadata, schema and sizes",
+        "inspect",
         description="Load a weight file as the server does (checksum, schema checks) and print its "
                     "metadata, classes, outputs, feature count and array sizes. Exit codes: 0 ok, 4 bad file.")
     p.add_argument("model", help="weight file")

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "lexical", help="write Moses's lexicalized reordering table from an example store",
+        "lexical",
         description="Relative-frequency lexicalized reordering table with Moses's constant smoothing, in "
                     "Moses's text format (gzip when --out ends in .gz), as lexical-reordering-score "
                     "writes it. Exit codes: 0 ok, 2 usage, 3 bad input.")

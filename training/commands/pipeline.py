@@ -21,27 +21,27 @@ def run(args: argparse.Namespace) -> int:
     if args.stray_corpus is not None:  # `pipeline DIR`: argparse alone would say "unrecognized arguments"
         raise UsageError(f"the corpus is an option: moses-reorder pipeline --corpus {args.stray_corpus} ...")
     if not args.quiet:
-        from training.jitcache import FIRST_RUN_NOTE, is_cold
+        from training.jitcache import FIRST_RUN_NOTE, cache_root, is_cold
         from training.moses.extract import extract_block
 
         if is_cold(extract_block):
-            print(f"pipeline: {FIRST_RUN_NOTE}", file=sys.stderr)
+            print(f"pipeline: {FIRST_RUN_NOTE.format(root=cache_root())}", file=sys.stderr)
     families = None if args.families is None else [f.strip() for f in args.families.split(",") if f.strip()]
     result = run_pipeline(Path(args.corpus), Path(args.out), src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                           moses_type=args.type, features=args.features, families=families, name=args.name,
                           max_phrase_length=args.max_phrase_length, heldout_fraction=args.heldout_fraction,
                           refit=not args.no_refit, log=lambda line: print(line, file=sys.stderr),
                           progress=not args.quiet)
-    # The report ends with what decoding needs (serve command, moses.ini line, distortion
-    # limit); it is printed once, and where it is kept goes to stderr with the stage lines.
+    # stdout: the summary a person reads at the end (the families' accuracy, then what decoding
+    # needs, each said once); the wide tables are in the report file, named there and on stderr.
     print(f"pipeline: report -> {result['report_path']} (every run: {result['index']})", file=sys.stderr)
-    print(result["report"])
+    print(result["summary"], end="")
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "pipeline", help="the main job: extract, Moses table, train every family, evaluate, publish",
+        "pipeline",
         description="Extract phrase pairs with Moses's orientation classes, write Moses's lexicalized "
                     "table, train every model family, evaluate them on held-out sentences, refit each "
                     "on all sentences and publish the refit models into a model repository that "

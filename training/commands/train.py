@@ -18,7 +18,7 @@ from training.families import FAMILIES
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "train", help="train a reordering classifier into a weight file",
+        "train",
         description="Train one classifier per direction of --type on an example store and "
                     "write them into one weight file (outputs in Moses's column order). "
                     "The last --heldout-fraction of sentences is left out for `eval`; the last "

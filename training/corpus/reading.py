@@ -227,17 +227,25 @@ def _encode_side(lines: list[str], path: Path, max_len: int,
     return list(vocab), ids, offsets
 
 
-def _check_alignment(links: np.ndarray, offsets: np.ndarray, path: Path, src_len: np.ndarray,
+def _check_alignment(links: np.ndarray, offsets: np.ndarray, paths: tuple[Path, Path, Path], src_len: np.ndarray,
                      tgt_len: np.ndarray, first_line: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Every point inside its sentence (InputError naming the line); exact duplicates
-    dropped, keeping the first occurrence and the file's order."""
+    dropped, keeping the first occurrence and the file's order. `paths`: (source, target,
+    alignment) files. A point on an empty line is that line's error, not the alignment's:
+    Moses skips a pair with an empty side, but its alignment line must then be empty too."""
     n = src_len.shape[0]
     sentence = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
     bad = np.flatnonzero((links[:, 0] >= src_len[sentence]) | (links[:, 1] >= tgt_len[sentence]))
     if bad.size:
         i, (s, t) = int(sentence[bad[0]]), links[bad[0]]
+        line = first_line + i + 1
+        for side, length in ((0, src_len[i]), (1, tgt_len[i])):
+            if length == 0:
+                raise InputError(f"the line is empty, but line {line} of {paths[2].name} aligns points to it "
+                                 f"({s}-{t}); a pair with an empty side needs an empty alignment line "
+                                 "(is a line missing or two lines joined?)", paths[side], line)
         raise InputError(f"alignment point {s}-{t} out of range: source has {src_len[i]} tokens, "
-                         f"target has {tgt_len[i]}", path, first_line + i + 1)
+                         f"target has {tgt_len[i]}", paths[2], line)
     width = HARD_MAX_SENTENCE_LENGTH + 1
     key = (sentence * width + links[:, 0]) * width + links[:, 1]
     _, first = np.unique(key, return_index=True)
@@ -264,7 +272,8 @@ def read_range(plan: CorpusPlan, span: SentenceRange,
     src_vocab, src_ids, src_offsets = _encode_side(src_lines, plan.src, max_sentence_length, span.first)
     tgt_vocab, tgt_ids, tgt_offsets = _encode_side(tgt_lines, plan.tgt, max_sentence_length, span.first)
     links, link_offsets = parse_links(align_data, plan.align, span.first)  # line counts checked by the plan
-    align_arr, align_offsets = _check_alignment(links, link_offsets, plan.align, np.diff(src_offsets),
+    align_arr, align_offsets = _check_alignment(links, link_offsets, (plan.src, plan.tgt, plan.align),
+                                                np.diff(src_offsets),
                                                 np.diff(tgt_offsets), span.first)
     return Corpus(src_vocab, tgt_vocab, src_ids, src_offsets, tgt_ids, tgt_offsets, align_arr, align_offsets)
 

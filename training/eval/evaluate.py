@@ -230,7 +230,7 @@ def score_range(task: tuple) -> list[dict[str, dict[str, dict]]] | None:
     model = _MODEL.get(model_path)
     if model is None:
         _MODEL.clear()
-        model = _MODEL[model_path] = load_model(model_path)
+        model = _MODEL[model_path] = load_model(model_path, warm_up=False)  # scored right below
     store = ExampleStore.open(store_path)
     chunk = store.read_examples(lo, hi, np.load(heldout_path, mmap_mode="r"))
     if chunk is None:
@@ -288,7 +288,8 @@ def evaluate(model_path: str | os.PathLike, store_dir: str | os.PathLike,
     from training import defaults
     from training.parallel import jobs_that_pay, parse_memory, resolve_jobs, task_runner
 
-    model = model or load_model(model_path)
+    # No serving warm-up: it would compile the request parser, which evaluation never uses.
+    model = model or load_model(model_path, warm_up=False)
     store = ExampleStore.open(store_dir)
     fraction = model_heldout_fraction(model) if heldout_fraction is None else heldout_fraction
     mtype = MosesType.parse(model.moses_type)

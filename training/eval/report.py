@@ -125,7 +125,8 @@ def column_notes(classes: list[str]) -> str:
     abbrev = ", ".join(f"{c[0].upper()} = {c}" for c in classes)
     return "\n".join([
         "- **Time (s)**: seconds spent fitting and calibrating the model (all its directions), without "
-        "feature extraction: the figure `moses-reorder inspect MODEL` shows on its `training` line.",
+        "feature extraction and without numba compiling its kernels (a first run's one-time cost): the "
+        "figure `moses-reorder inspect MODEL` shows on its `training` line.",
         "- **Features**: the feature set, S1..S15 of the SVM paper or a combination; `pair` is the "
         "phrase-pair identity (one feature per phrase pair: what Moses's table counts), `source` the "
         "source phrase's.",
@@ -177,11 +178,9 @@ def pipeline_report(run: dict[str, Any]) -> str:
         out += [study_table(per_direction, run["classes"], baseline=BASELINE_FAMILY), ""]
     if len(run["directions"]) == 1:
         out += [f"`{run['moses_type']}` has one direction, so one table.", ""]
-    if "embedded_corpus" in run and Path(run["corpus"]).resolve() == Path(run["embedded_corpus"]).resolve():
-        out += [f"This is the embedded {run['sentences']:,}-pair demo corpus: its figures show the pipeline "
-                "works, not what a model is worth. On all 50k ja-en pairs of the Tanaka corpus svm S6 "
-                "reaches 79.5% against the table's 67.6% (README, \"Results at a glance\"; "
-                "benchmarks/RESULTS.md).", ""]
+    note = demo_note(run)
+    if note:
+        out += [note, ""]
     out_dir = Path(run["models_root"]).parent
     out += ["Columns:", "", column_notes(run["classes"]), "", "## Models", "",
             f"Paths are relative to `{out_dir}` (the --out folder, where report.md is).", "",
@@ -197,6 +196,52 @@ def pipeline_report(run: dict[str, Any]) -> str:
             "    [distortion-limit]", f"    {run['distortion_limit']}", "",
             run["distortion_advice"], ""]
     return "\n".join(out)
+
+
+def demo_note(run: dict[str, Any]) -> str | None:
+    """On the embedded corpus: what its figures are worth (a demo's, not a model's)."""
+    if "embedded_corpus" not in run or Path(run["corpus"]).resolve() != Path(run["embedded_corpus"]).resolve():
+        return None
+    return (f"This is the embedded {run['sentences']:,}-pair demo corpus: its figures show the pipeline "
+            "works, not what a model is worth. On all 50k ja-en pairs of the Tanaka corpus svm S6 "
+            "reaches 79.5% against the table's 67.6% (README, \"Results on real text\"; "
+            "benchmarks/RESULTS.md).")
+
+
+def terminal_summary(run: dict[str, Any], report_path: Path) -> str:
+    """What `pipeline` prints when it is done, for a person at a terminal: each family's held-out
+    accuracy and log-loss per direction (the wide tables are in the report file), then what
+    decoding needs (serve command, moses.ini lines, distortion limit), each said once."""
+    import textwrap
+
+    rows, directions = run["rows"], run["directions"]
+    head = " / ".join(directions)
+    table = [("family", f"accuracy ({head})", f"log-loss ({head})", "")]
+    for i, row in enumerate(rows):
+        summaries = [row["directions"][d]["all"] for d in directions]
+        table.append((row["family"], " / ".join(f"{_pct(s['accuracy'])}%" for s in summaries),
+                      " / ".join(f"{s['log_loss']:.3f}" for s in summaries),
+                      "the moses.ini line below decodes with it" if i == 0 else
+                      "Moses's own table, the baseline" if row["family"] == BASELINE_FAMILY else ""))
+    widths = [max(len(r[c]) for r in table) for c in range(3)]
+    wrap = textwrap.TextWrapper(width=100, break_on_hyphens=False)
+    out = wrap.wrap(f"{run['sentences']:,} sentence pairs, {run['moses_type']}; held out: "
+                    f"{run['split']['description']}.") + [""]
+    out += ["  ".join(cell.ljust(w) for cell, w in zip(r[:3], widths)) + ("  " + r[3] if r[3] else "")
+            for r in table]
+    note = demo_note(run)
+    if note:
+        out += ["", *wrap.wrap(note)]
+    published = Path(rows[0]["published"])
+    name, version = published.parent.parent.name, published.parent.name
+    out += ["", f"Every column (precision, recall and F1 per class; seen and unseen pairs): {report_path}", "",
+            "Serve the models:", f"    {run['serve']}",
+            "Decode with them: in moses.ini (docs/moses.md), replace the LexicalReordering line by", "",
+            "    [feature]", f"    {run['moses_ini_line']}", "    [distortion-limit]", f"    {run['distortion_limit']}", "",
+            *wrap.wrap(f"{name} was published as version {version}: add version={version} to the line to pin "
+                       "it while tuning (a later pipeline run publishes the next version)."),
+            *wrap.wrap(run["distortion_advice"])]
+    return "\n".join(line.rstrip() for line in out) + "\n"
 
 
 def _relative(path: Path, base: Path) -> Path:

@@ -20,6 +20,7 @@ import numpy as np
 
 from training.errors import InputError, UsageError
 from training.eval.evaluate import evaluate
+from training.eval.report import features_label
 from training.families import get_family
 from training.features.spec import FeatureSpec
 from training.moses.types import MosesType, class_labels
@@ -106,13 +107,14 @@ def run_experiment(store_dir: str | os.PathLike, out_dir: str | os.PathLike, *, 
             result = report["directions"][direction]
             training = meta["training"]
             row = {"family": family, "features": FeatureSpec.parse(settings.features).name, "model": str(path),
-                   "seconds": training["train_seconds"],  # fit + calibration, as inspect shows it
+                   "seconds": training["train_seconds"],  # fit + calibration, numba's compiling left out
                    "feature_seconds": training["feature_seconds"], "wall_seconds": wall,
                    "peak_memory_bytes": training["peak_memory_bytes"], "direction": direction,
                    "signature": report["signature"], "directions": report["directions"],
                    "split": report["split"], **result}
             rows.append(row)
-            log(f"{family:9s} {row['features']:12s} fit {row['seconds']:7.1f} s  acc {result['all']['accuracy']:.4f}"
+            log(f"{family:9s} {features_label(row['features']):12s} fit {row['seconds']:7.1f} s  "
+                f"acc {result['all']['accuracy']:.4f}"
                 f"  seen {result['seen']['accuracy']:.4f}  unseen {result['unseen']['accuracy']:.4f}"
                 f"  log-loss {result['all']['log_loss']:.4f}")
     return rows

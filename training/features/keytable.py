@@ -12,6 +12,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from training.jitcache import readonly
+
 EMPTY = np.int32(-1)
 
 
@@ -58,7 +60,7 @@ class KeyIndex:
     def __init__(self, keys: np.ndarray):
         if keys.shape[0] >= np.iinfo(np.int32).max:
             raise ValueError("too many keys for an int32 index")
-        self.keys = keys
+        self.keys = readonly(keys)  # a model file's keys are; training's are not: one signature
         self.slots = np.full(_capacity(keys.shape[0]), EMPTY, dtype=np.int32)
         _build_index(keys, self.slots)
 

@@ -182,7 +182,7 @@ def _extract(src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tok
         m = _base_keys(p, src_tokens, src_offsets, pair_sentence, src_start, src_end, tgt_tokens,
                        tgt_offsets, align_src, align_tgt, align_offsets, words, boundaries, alignments,
                        pair, source, context, tags, base)
-        m = _sort_unique(base, 0, m)
+        m = _sort_unique(base, np.int64(0), m)  # not the literal 0: one signature, compiled once
         start = bound[p]
         e = start
         if anova_low <= 1:
@@ -222,6 +222,28 @@ def extract_keys(batch: PairBatch, spec: FeatureSpec) -> tuple[np.ndarray, np.nd
     if used * 4 < full.shape[0] * 3:
         keys = keys.copy()  # give back the over-allocation when duplicates were many
     return indptr, keys
+
+
+def kernel_cached() -> bool:
+    """Whether numba's cache already holds the extraction kernel (a first run must compile it)."""
+    from training.jitcache import is_cold
+
+    return not is_cold(_extract)
+
+
+def warm_up(_: object = None) -> None:
+    """Compile the extraction kernel (or load it from numba's cache) for the argument types of a
+    batch read from the store, on a two-pair batch made here. A task: `pipeline` runs it on a
+    second core while the first one compiles extraction. Any feature set does: its settings
+    are values, not argument types."""
+    ids = np.arange(3, dtype=np.uint64)
+    offsets = np.array([0, 1, 3], dtype=np.int64)
+    batch = PairBatch(src_tokens=ids, src_offsets=np.array([0, 3], dtype=np.int64),
+                      pair_sentence=np.zeros(2, dtype=np.int32), src_start=np.array([0, 1], dtype=np.int32),
+                      src_end=np.array([1, 3], dtype=np.int32), tgt_tokens=ids.copy(), tgt_offsets=offsets,
+                      align_src=np.array([0, 0, 1], dtype=np.int16), align_tgt=np.array([0, 1, 0], dtype=np.int16),
+                      align_offsets=offsets.copy())
+    extract_keys(batch, FeatureSpec.parse("S15"))
 
 
 def key_bounds(batch: PairBatch, spec: FeatureSpec) -> np.ndarray:

@@ -18,6 +18,7 @@ from training.errors import InputError
 
 MODEL_STEM = "model"
 MODEL_FILE = f"{MODEL_STEM}.mrw"  # what publish writes; the server accepts any model.<ext>
+SERVED_DIR = "models"  # `pipeline --out OUT` publishes the models to serve in OUT/models (others: OUT/evaluated)
 
 
 def parse_version(name: str) -> int | None:
@@ -45,11 +46,13 @@ def version_dirs(name_dir: Path) -> dict[int, Path]:
 def nested_repository(root: Path) -> Path | None:
     """If ROOT holds no model version but one of its directories is a repository (the usual
     slip: `serve --models OUT` for the pipeline's OUT/models), that directory; else None.
-    An empty ROOT is a repository still waiting for models, not a slip."""
+    SERVED_DIR comes first: the pipeline's OUT/evaluated is a repository too, of the models
+    its report measured, not of those to serve. An empty ROOT is a repository still waiting
+    for models, not a slip."""
     names = model_dirs(root)
     if any(version_dirs(d) for d in names.values()):
         return None
-    for child in sorted(names.values()):
+    for child in sorted(names.values(), key=lambda d: (d.name != SERVED_DIR, d.name)):
         if any(version_dirs(d) for d in model_dirs(child).values()):
             return child
     return None

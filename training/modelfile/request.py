@@ -100,11 +100,11 @@ def _check(n_bytes, tok_off, source, starts, ends, tgt_off, tgt_tok, al_off, al_
         r = _negative(field + 1, arr)
         if r[0] != _OK:
             return r
-    r = _offsets_ok(1, tok_off, n_bytes)
+    r = _offsets_ok(np.int64(1), tok_off, n_bytes)
     if r[0] != _OK:
         return r
     n_tokens = tok_off.shape[0] - 1
-    r = _below(2, source, n_tokens)
+    r = _below(np.int64(2), source, n_tokens)
     if r[0] != _OK:
         return r
     n_pairs = starts.shape[0]
@@ -119,20 +119,20 @@ def _check(n_bytes, tok_off, source, starts, ends, tgt_off, tgt_tok, al_off, al_
             return _TOO_LONG, 4, p, ends[p] - starts[p], MAX_PHRASE_LENGTH
     if tgt_off.shape[0] != n_pairs + 1:
         return _COUNT, 5, 0, tgt_off.shape[0], n_pairs + 1
-    r = _offsets_ok(5, tgt_off, tgt_tok.shape[0])
+    r = _offsets_ok(np.int64(5), tgt_off, tgt_tok.shape[0])
     if r[0] != _OK:
         return r
     for p in range(n_pairs):
         if tgt_off[p + 1] - tgt_off[p] > MAX_PHRASE_LENGTH:
             return _TOO_LONG, 5, p, tgt_off[p + 1] - tgt_off[p], MAX_PHRASE_LENGTH
-    r = _below(6, tgt_tok, n_tokens)
+    r = _below(np.int64(6), tgt_tok, n_tokens)
     if r[0] != _OK:
         return r
     if al_tgt.shape[0] != al_src.shape[0]:
         return _PARALLEL, 9, 0, al_tgt.shape[0], al_src.shape[0]
     if al_off.shape[0] != n_pairs + 1:
         return _COUNT, 7, 0, al_off.shape[0], n_pairs + 1
-    r = _offsets_ok(7, al_off, al_src.shape[0])
+    r = _offsets_ok(np.int64(7), al_off, al_src.shape[0])
     if r[0] != _OK:
         return r
     for p in range(n_pairs):

@@ -241,9 +241,14 @@ def _grow(rows, labels, needed):
         return rows, labels
     new_cap = max(needed, 2 * cap)
     new_rows = np.empty((new_cap, rows.shape[1]), dtype=rows.dtype)
-    new_rows[:cap] = rows
     new_labels = np.empty((new_cap, labels.shape[1]), dtype=labels.dtype)
-    new_labels[:cap] = labels
+    # Element loops, not `new_rows[:cap] = rows`: a slice assignment compiles numba's
+    # broadcast-error formatting, 8 of a cold pipeline's compile seconds (benchmarks/first_run.py).
+    for i in range(cap):
+        for j in range(rows.shape[1]):
+            new_rows[i, j] = rows[i, j]
+        for j in range(labels.shape[1]):
+            new_labels[i, j] = labels[i, j]
     return new_rows, new_labels
 
 
@@ -352,7 +357,7 @@ def extract_block(src_offsets, tgt_offsets, align, align_offsets, first, stop,
                 if models[k, 0] == _PHRASE:
                     for d in range(2):
                         raw[k, d] = _block_orient(A, in_bl, in_br, n_f, n_e, s_f, e_f, s_e, e_e,
-                                                  models[k, 1], d == 1, UNKNOWN)
+                                                  models[k, 1], d == 1, np.int64(UNKNOWN))  # int64: one signature
             for k in range(n_models):
                 kind = models[k, 0]
                 for d in range(2):

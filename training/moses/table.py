@@ -260,7 +260,8 @@ def _merge_sort(blob, starts, order, lo, hi, tmp):
                 t += 1
         src, dst = dst, src
         width *= 2
-    order[lo:hi] = src
+    for i in range(n):  # not `order[lo:hi] = src`: that compiles numba's broadcast-error formatting
+        order[lo + i] = src[i]
 
 
 @nb.njit(nogil=True, cache=True)
@@ -281,7 +282,7 @@ def _sort_ties(blob, starts, words, order):
                 break
             hi += 1
         if hi - lo > 1:
-            _merge_sort(blob, starts, order, lo, hi, tmp)
+            _merge_sort(blob, starts, order, np.int64(lo), hi, tmp)  # not Literal[int](0): one signature
         lo = hi
 
 

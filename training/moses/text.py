@@ -75,6 +75,14 @@ def _put(out, pos, blob, start, end):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
+def _put_separator(out, pos):
+    """Moses's field separator `|||` (written byte by byte: an array literal costs a compile)."""
+    for k in range(3):
+        out[pos + k] = 124
+    return pos + 3
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
 def _int_len(value):
     n = 1
     while value >= 10:
@@ -99,7 +107,6 @@ def _render(rows, src_ids, src_offsets, tgt_ids, tgt_offsets, src_blob, src_tok,
 
     Without the target (`f` reordering tables) a line is `src |||` + ' ' + tail.
     """
-    sep = np.array([124, 124, 124], dtype=np.uint8)  # |||
     total = 0
     for i in range(rows.shape[0]):
         s = rows[i, 0]
@@ -128,14 +135,14 @@ def _render(rows, src_ids, src_offsets, tgt_ids, tgt_offsets, src_blob, src_tok,
             out[pos] = 32
             pos += 1
         if with_target:
-            pos = _put(out, pos, sep, 0, 3)
+            pos = _put_separator(out, pos)
             out[pos] = 32
             pos += 1
             for t in range(tgt_offsets[s] + rows[i, 3], tgt_offsets[s] + rows[i, 4]):
                 pos = _put(out, pos, tgt_blob, tgt_tok[tgt_ids[t]], tgt_tok[tgt_ids[t] + 1])
                 out[pos] = 32
                 pos += 1
-        pos = _put(out, pos, sep, 0, 3)
+        pos = _put_separator(out, pos)
         if with_alignment:
             for q in range(align_offsets[s], align_offsets[s + 1]):
                 p = align_order[q]

@@ -33,6 +33,7 @@ from training.atomic import fsync_directory, make_parents, remove_made
 from training.features.batch import PairBatch
 from training.errors import InputError
 from training.features.hashing import hash_tokens
+from training.jitcache import readonly
 
 FORMAT = "moses-reorder-store"
 VERSION = 1
@@ -374,9 +375,11 @@ class ExampleStore:
         np.cumsum(src_len, out=src_offsets[1:])
         starts = np.repeat(s["src_offsets"][sents] - src_offsets[:-1], src_len) + np.arange(src_offsets[-1])
         src_tokens = self.src_hashes[s["src_ids"][starts]]
+        # read-only views: chunks are mapped and merged ranges are in memory; one signature
+        spans = [readonly(a) for a in (src_start, src_end, tgt_start, tgt_end, s["tgt_ids"], s["tgt_offsets"],
+                                       s["align"], s["align_offsets"])]
         tgt_tokens, tgt_offsets, al_src, al_tgt, al_offsets = _phrase_parts(
-            pair_sentence.astype(np.int64), src_start, src_end, tgt_start, tgt_end, sents.astype(np.int64),
-            s["tgt_ids"], s["tgt_offsets"], s["align"], s["align_offsets"], self.tgt_hashes)
+            pair_sentence.astype(np.int64), *spans[:4], sents.astype(np.int64), *spans[4:], self.tgt_hashes)
         return PairBatch(src_tokens=src_tokens, src_offsets=src_offsets,
                          pair_sentence=pair_sentence.astype(np.int32),
                          src_start=src_start.astype(np.int32), src_end=src_end.astype(np.int32),

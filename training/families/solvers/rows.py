@@ -126,7 +126,7 @@ def block_chunks(n: int, n_chunks: int, rng_state: np.ndarray | None = None) -> 
     """Chunk of every block of rows: consecutive runs of blocks, or (rng_state given) an
     equal share of randomly drawn blocks per chunk."""
     n_blocks = -(-n // (1 << BLOCK_LOG2))
-    perm = np.arange(n_blocks, dtype=np.int64)
+    perm = np.arange(n_blocks, dtype=np.int32)  # int32 like every index shuffled: one signature
     if rng_state is not None:
         shuffle_prefix(perm, n_blocks, rng_state)
     chunk = np.empty(n_blocks, dtype=np.int64)
@@ -309,7 +309,7 @@ class Streamed:
         rng_state, n = self.rng, self.n
         n_chunks = row_chunks(self.rows[0], n, self.chunk_nnz)
         block_chunk = block_chunks(n, n_chunks, rng_state)
-        order = np.arange(n_chunks, dtype=np.int64)
+        order = np.arange(n_chunks, dtype=np.int32)
         shuffle_prefix(order, n_chunks, rng_state)
         self.generation += 1
         kept_tier = np.int64(-2 * self.generation) << np.int64(32)  # kept: before the shrunk
