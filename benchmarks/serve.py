@@ -17,6 +17,12 @@ the feature keys that occur more than --threshold times in the train extraction
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/serve.py --features S7 --clients 8
 
+With `--baseline DIR` (a checkout of another commit, e.g. `git worktree add --detach DIR
+db52182`) it instead serves the same model from that tree and from this one in turn,
+--rounds times each (cache off, the 2,000-pair sentence, cache on), and prints one table
+with both trees, the medians and this tree's ratio to the baseline: the machine's other
+jobs change from minute to minute, so only figures from one interleaved run compare.
+
 It measures; it asserts nothing.
 """
 
@@ -207,9 +213,9 @@ class Server(LocalServer):
     """The server under load (server.local), started; plus the CPU time of its processes."""
 
     def __init__(self, root: Path, workers: int, cache_size: int, poll_seconds: float, threads: int,
-                 balance: str):
+                 balance: str, tree: Path = ROOT):
         super().__init__(root, workers=workers, cache_size=cache_size, poll_seconds=poll_seconds, threads=threads,
-                         port_per_worker=balance == "round_robin" and workers > 1)
+                         port_per_worker=balance == "round_robin" and workers > 1, tree=tree)
         self.start()
 
     def cpu_seconds(self) -> float:
@@ -351,6 +357,43 @@ def stage_profile(requests: list[bytes], model_path: Path, repeats: int = 3) -> 
     return {k: v / pairs * 1e6 for k, v in steps.items()}
 
 
+def compare(args, root: Path, requests: list[bytes], sizes: list[int]) -> list[dict]:
+    """The load phases for the baseline tree and this one, interleaved round by round."""
+    big = _grow_to(requests[int(np.argmax(sizes))], 2000)
+    trees = {"baseline": args.baseline.resolve(), "this tree": ROOT}
+    from training.modelfile.model import load_model
+
+    rows = []
+    for rnd in range(args.rounds):
+        for name, tree in trees.items():
+            for cache_size in (0, 4096):
+                server = Server(root, args.workers, cache_size=cache_size, poll_seconds=0, threads=args.threads,
+                                balance=args.balance, tree=tree)
+                try:
+                    if rnd == 0 and not cache_size:
+                        check_answers(server, requests, load_model(args.model_path))
+                    load(server, requests, sizes, args.clients, 2.0)  # warm-up (fills the caches when on)
+                    phases = [("cache off", requests, sizes, args.clients), ("2,000-pair sentence, 1 client", [big],
+                                                                             [2000], 1)] if not cache_size else \
+                        [("cache on (warm)", requests, sizes, args.clients)]
+                    for phase, reqs, szs, clients in phases:
+                        row = summarize(f"{name} r{rnd + 1}: {phase}", load(server, reqs, szs, clients, args.seconds))
+                        row.update(tree=name, round=rnd + 1, load_average=os.getloadavg()[0], phase=phase)
+                        rows.append(row)
+                finally:
+                    server.stop()
+    print("\nmedians over the rounds (pairs/s; p50/p99 ms; server CPU ms per 1k pairs) and this tree / baseline:")
+    for phase in dict.fromkeys(r["phase"] for r in rows):
+        med = {name: {k: float(np.median([r[k] for r in rows if r["tree"] == name and r["phase"] == phase]))
+                      for k in ("pairs_per_s", "p50_ms", "p99_ms", "server_cpu_ms_per_1k_pairs")} for name in trees}
+        b, t = med["baseline"], med["this tree"]
+        print(f"| {phase} | {b['pairs_per_s']:,.0f}; {b['p50_ms']:.2f}/{b['p99_ms']:.2f}; "
+              f"{b['server_cpu_ms_per_1k_pairs']:.3f} | {t['pairs_per_s']:,.0f}; {t['p50_ms']:.2f}/{t['p99_ms']:.2f}; "
+              f"{t['server_cpu_ms_per_1k_pairs']:.3f} | {t['pairs_per_s'] / b['pairs_per_s']:.2f}x pairs/s, "
+              f"{t['server_cpu_ms_per_1k_pairs'] / b['server_cpu_ms_per_1k_pairs']:.2f}x CPU/pair |")
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "ja-en")
@@ -367,6 +410,8 @@ def main() -> int:
                          "the workers; reuseport: one shared port, the kernel spreads the connections")
     ap.add_argument("--seconds", type=float, default=10.0, help="per measured phase")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--baseline", type=Path, help="a checkout of another commit: compare it with this tree")
+    ap.add_argument("--rounds", type=int, default=3, help="with --baseline: rounds of both trees, interleaved")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
 
@@ -392,6 +437,13 @@ def main() -> int:
     print(f"server: {args.workers} worker processes x {args.threads} threads ({args.balance}); {args.clients} concurrent "
           f"clients; {args.seconds:.0f} s per phase; nproc={os.cpu_count()}; load average before: "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (other jobs share these cores)")
+    if args.baseline is not None:
+        args.model_path = model
+        rows = compare(args, root, requests, sizes)
+        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        if args.json:
+            args.json.write_text(json.dumps({"steps_us_per_pair": steps, "phases": rows}, indent=1))
+        return 0
 
     # 1. cache off: every request is scored
     server = Server(root, args.workers, cache_size=0, poll_seconds=0.5, threads=args.threads, balance=args.balance)

@@ -44,6 +44,24 @@ settings (no flag but the repository, port and polling) and prints:
 
     PYTHONPATH=$PWD nice -n 10 python benchmarks/serve_hostile.py --baseline /tmp/old-cbd7ba5 --part hostile
 
+`--part streams` (issue 46; baseline e.g. db52182) runs each server at its DEFAULT settings
+too and prints:
+
+7. Score latency (p50, p99 of a realistic ja-en request, one client) alone, then while 64
+   calls that send their headers and never their message are held open on each of Score,
+   GetModel, ListModels, Health/Check, Health/Watch and ServerReflectionInfo (384 in all,
+   one channel per method): how many Scores got their answer, their p99, what Health/Check
+   said meanwhile, the server's RSS per held call, and how many of the held calls the
+   server itself ended within --receive-timeout-seconds (+2 s);
+8. 200 malformed requests to each method, the stock ones included: INTERNAL per method,
+   and how many were counted in `moses_reorder_requests_total` and logged;
+9. 40 GetModel and 40 Health/Check calls naming a 3.9-million-character model/service:
+   the codes a stock client gets and the server's log bytes per request byte;
+10. peak RSS (VmHWM) of a server started over the repository with and without a 1 GiB
+   sparse junk `model.mrw` beside the real model.
+
+    PYTHONPATH=$PWD nice -n 10 python benchmarks/serve_hostile.py --baseline /work/base46 --part streams
+
 It measures; it asserts nothing.
 """
 
@@ -104,6 +122,9 @@ class Server(LocalServer):
     def event_counts(self) -> collections.Counter:
         """Its JSON log lines by event name."""
         return collections.Counter(e.get("event") for e in self.events)
+
+    def log_bytes(self) -> int:
+        return self.log.stat().st_size
 
     def stop(self, *args, **kwargs) -> float:
         """Seconds from SIGTERM to exit."""
@@ -189,29 +210,32 @@ REQUEST_TYPES = {"Score": pb.ScoreRequest, "GetModel": pb.GetModelRequest, "List
                  "Reload": pb.ReloadRequest}
 
 
-def malformed(rng: np.random.Generator, per_method: int = 50) -> list[tuple[str, bytes]]:
-    """Byte strings that protobuf's own parser refuses as each RPC's request type."""
+def _candidate(rng: np.random.Generator) -> bytes:
+    """Bytes that are often not a valid message: truncated fields, bad wire types, strings
+    that are not UTF-8, random bytes."""
+    kind = rng.integers(5)
+    tail = rng.integers(0, 256, size=int(rng.integers(0, 24)), dtype=np.uint8).tobytes()
+    if kind == 0:  # random bytes
+        return rng.integers(0, 256, size=int(rng.integers(1, 64)), dtype=np.uint8).tobytes()
+    if kind == 1:  # a string field 1 that is not UTF-8
+        name = b"\xff\xfe" + tail
+        return b"\x0a" + bytes([len(name)]) + name
+    if kind == 2:  # a length-delimited field longer than what follows
+        return bytes([(int(rng.integers(1, 13)) << 3) | 2, len(tail) + int(rng.integers(1, 100))]) + tail
+    if kind == 3:  # wire types 3, 4, 6, 7
+        return bytes([(int(rng.integers(1, 15)) << 3) | int(rng.choice([3, 4, 6, 7]))]) + tail
+    return bytes([int(rng.integers(1, 13)) << 3]) + b"\xff" * int(rng.integers(1, 12))  # truncated varint
+
+
+def malformed(rng: np.random.Generator, per_method: int = 50, types: dict | None = None) -> list[tuple[str, bytes]]:
+    """Byte strings that protobuf's own parser refuses as each method's request type."""
     from google.protobuf.message import DecodeError
 
-    def candidate() -> bytes:
-        kind = rng.integers(5)
-        tail = rng.integers(0, 256, size=int(rng.integers(0, 24)), dtype=np.uint8).tobytes()
-        if kind == 0:  # random bytes
-            return rng.integers(0, 256, size=int(rng.integers(1, 64)), dtype=np.uint8).tobytes()
-        if kind == 1:  # a model name that is not UTF-8
-            name = b"\xff\xfe" + tail
-            return b"\x0a" + bytes([len(name)]) + name
-        if kind == 2:  # a length-delimited field longer than what follows
-            return bytes([(int(rng.integers(1, 13)) << 3) | 2, len(tail) + int(rng.integers(1, 100))]) + tail
-        if kind == 3:  # wire types 3, 4, 6, 7
-            return bytes([(int(rng.integers(1, 15)) << 3) | int(rng.choice([3, 4, 6, 7]))]) + tail
-        return bytes([int(rng.integers(1, 13)) << 3]) + b"\xff" * int(rng.integers(1, 12))  # truncated varint
-
     out = []
-    for method, kind in REQUEST_TYPES.items():
+    for method, kind in (types or REQUEST_TYPES).items():
         found = 0
         while found < per_method:
-            raw = candidate()
+            raw = _candidate(rng)
             try:
                 kind.FromString(raw)
             except DecodeError:
@@ -353,6 +377,199 @@ def flood_scenario(name: str, tree: Path, models: Path, n: int = 100, deadline: 
           f"every client answered after {everyone:.2f} s; then a 1-pair request: {probe_code} in {probe:.2f} s")
 
 
+# -- issue 46: idle calls, the stock services, long names, a junk model file -------------------
+HEALTH, REFLECTION = "/grpc.health.v1.Health", "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+IDLE_METHODS = {"Score": f"/{SERVICE_NAME}/Score", "GetModel": f"/{SERVICE_NAME}/GetModel",
+                "ListModels": f"/{SERVICE_NAME}/ListModels", "Health/Check": f"{HEALTH}/Check",
+                "Health/Watch": f"{HEALTH}/Watch", "ServerReflectionInfo": REFLECTION}
+
+
+def realistic_request(work: Path, corpus: Path) -> bytes:
+    """The median-sized ja-en test sentence of benchmarks/serve.py, for the model s7."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from serve import build_requests
+
+    requests = sorted(build_requests(corpus, work), key=len)
+    parsed = pb.ScoreRequest.FromString(requests[len(requests) // 2])
+    parsed.model = "s7"
+    return parsed.SerializeToString()
+
+
+def _latencies(score, raw: bytes, n: int, timeout: float, budget: float) -> tuple[list[float], collections.Counter]:
+    """Up to n sequential Score calls within `budget` seconds: the OK latencies (ms) and every code."""
+    ok, codes, until = [], collections.Counter(), time.monotonic() + budget
+    for _ in range(n):
+        if time.monotonic() > until:
+            break
+        started = time.monotonic()
+        try:
+            score(raw, timeout=timeout)
+            ok.append((time.monotonic() - started) * 1e3)
+            codes["OK"] += 1
+        except grpc.RpcError as exc:
+            codes[exc.code().name] += 1
+    return ok, codes
+
+
+def _p(values: list[float], q: float) -> str:
+    return f"{np.percentile(values, q):.2f} ms" if values else "-"
+
+
+def idle_scenario(name: str, tree: Path, models: Path, raw: bytes, per_method: int = 64) -> None:
+    server = Server(tree, models)
+    score = server.channel.unary_unary(f"/{SERVICE_NAME}/Score")
+    _latencies(score, raw, 50, 5.0, 30)  # warm
+    alone, _ = _latencies(score, raw, 300, 5.0, 60)
+    rss_before = rss_mib(server.proc.pid)
+    release = threading.Event()
+
+    def nothing():
+        release.wait()
+        return
+        yield
+
+    channels = {m: grpc.insecure_channel(server.address) for m in IDLE_METHODS}
+    opened = time.monotonic()
+    held = {m: [channels[m].stream_stream(path)(nothing(), timeout=120) for _ in range(per_method)]
+            for m, path in IDLE_METHODS.items()}
+    time.sleep(1.0)
+    with_held, codes = _latencies(score, raw, 300, 3.0, 20)
+    check = server.channel.unary_unary(f"{HEALTH}/Check")
+    try:
+        from grpc_health.v1 import health_pb2
+        said = health_pb2.HealthCheckResponse.ServingStatus.Name(
+            health_pb2.HealthCheckResponse.FromString(check(b"", timeout=3)).status)
+    except grpc.RpcError as exc:
+        said = exc.code().name
+    rss_held = rss_mib(server.proc.pid)
+    time.sleep(max(0.0, opened + tree_receive_timeout(tree) + 2 - time.monotonic()))
+    ended = sum(call.done() for calls in held.values() for call in calls)
+    for calls in held.values():
+        for call in calls:
+            call.cancel()
+    release.set()
+    for channel in channels.values():
+        channel.close()
+    server.stop()
+    n_held = per_method * len(IDLE_METHODS)
+    print(f"{name}: Score alone: p50 {_p(alone, 50)}, p99 {_p(alone, 99)} ({len(alone)} calls); with {n_held} idle "
+          f"calls held ({per_method} on each of {', '.join(IDLE_METHODS)}): {dict(codes)}, p50 {_p(with_held, 50)}, "
+          f"p99 {_p(with_held, 99)}; Health/Check meanwhile: {said}; RSS +{(rss_held - rss_before) * 1024 / n_held:.1f} "
+          f"KiB per held call; the server ended {ended} of the {n_held} held calls within "
+          f"{tree_receive_timeout(tree) + 2:g} s")
+
+
+def tree_receive_timeout(tree: Path) -> float:
+    try:
+        return float(tree_default_text(tree, "receive_timeout_seconds"))
+    except subprocess.CalledProcessError:
+        return 10.0  # a tree without the setting: wait as long as this one would
+
+
+def tree_default_text(tree: Path, name: str) -> str:
+    return subprocess.run([sys.executable, "-c", f"from server.options import default; print(default({name!r}))"],
+                          cwd=tree, env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+STOCK_TYPES = {"Health/Check": (f"{HEALTH}/Check", "unary"), "Health/List": (f"{HEALTH}/List", "unary"),
+               "Health/Watch": (f"{HEALTH}/Watch", "server-stream"),
+               "ServerReflectionInfo": (REFLECTION, "bidi")}
+
+
+def stock_types() -> dict:
+    from grpc_health.v1 import health_pb2
+    from grpc_reflection.v1alpha import reflection_pb2
+
+    return {"Health/Check": health_pb2.HealthCheckRequest, "Health/List": health_pb2.HealthListRequest,
+            "Health/Watch": health_pb2.HealthCheckRequest, "ServerReflectionInfo": reflection_pb2.ServerReflectionRequest}
+
+
+def stock_malformed_scenario(name: str, tree: Path, models: Path, per_method: int = 200) -> None:
+    rng = np.random.default_rng(46)
+    ours = malformed(rng, per_method)
+    stock = malformed(rng, per_method, stock_types())
+    metrics_port = free_port()
+    server = Server(tree, models, metrics_port=metrics_port)
+    counted_before = metric_sum(metrics_port, "moses_reorder_requests_total")
+    codes: collections.Counter = collections.Counter()
+    for method, raw in ours + stock:
+        path, shape = STOCK_TYPES.get(method, (f"/{SERVICE_NAME}/{method}", "unary"))
+        try:
+            if shape == "unary":
+                server.channel.unary_unary(path)(raw, timeout=30)
+            elif shape == "server-stream":
+                for _ in server.channel.unary_stream(path)(raw, timeout=30):
+                    break  # a Watch that parsed would stream for ever
+            else:
+                list(server.channel.stream_stream(path)(iter([raw]), timeout=30))
+            codes[(method, "OK")] += 1
+        except grpc.RpcError as exc:
+            codes[(method, exc.code().name)] += 1
+    counted = metric_sum(metrics_port, "moses_reorder_requests_total") - counted_before
+    time.sleep(2.5)  # a flush of the refusals the rate limit left out
+    events = server.event_counts()
+    logged = sum(n for event, n in events.items() if event in ("request_refused", "request_failed"))
+    flushed = events.get("request_refusals_suppressed", 0)
+    server.stop()
+    methods = list(dict.fromkeys(m for m, _ in ours + stock))
+    internal = {m: codes.get((m, "INTERNAL"), 0) for m in methods}
+    by_method = {m: dict(sorted((c, n) for (mm, c), n in codes.items() if mm == m)) for m in methods}
+    print(f"{name}: {per_method} malformed requests to each of {len(methods)} methods: INTERNAL by method {internal}; "
+          f"counted in requests_total {counted:.0f} of {len(ours) + len(stock)}; log lines {logged} "
+          f"(+{flushed} lines reporting the suppressed); answers by method {by_method}")
+
+
+def long_name_scenario(name: str, tree: Path, models: Path, n: int = 40, length: int = 3_900_000) -> None:
+    from grpc_health.v1 import health_pb2
+
+    server = Server(tree, models)
+    time.sleep(0.5)
+    rows = []
+    for what, path, raw in (("GetModel(model=q*3.9M)", f"/{SERVICE_NAME}/GetModel",
+                             pb.GetModelRequest(model="q" * length).SerializeToString()),
+                            ("Health/Check(service=q*3.9M)", f"{HEALTH}/Check",
+                             health_pb2.HealthCheckRequest(service="q" * length).SerializeToString())):
+        before, codes, longest = server.log_bytes(), collections.Counter(), 0
+        started = time.monotonic()
+        for _ in range(n):
+            try:
+                server.channel.unary_unary(path)(raw, timeout=60)
+                codes["OK"] += 1
+            except grpc.RpcError as exc:
+                codes[exc.code().name] += 1
+                longest = max(longest, len(exc.details() or ""))
+        seconds = time.monotonic() - started
+        time.sleep(2.5)  # the log lines of the last second, and their flush
+        grew = server.log_bytes() - before
+        rows.append(f"{n} x {what}: {dict(codes)} in {seconds:.1f} s, longest status message {longest:,} "
+                    f"characters, log +{grew:,} bytes = {grew / (n * len(raw)):.2g} log bytes per request byte")
+    server.stop()
+    print(f"{name}: " + "; ".join(rows))
+
+
+def junk_scenario(name: str, tree: Path, models: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="junk-") as tmp:
+        root = Path(tmp) / "models"
+        (root / "s7" / "1").mkdir(parents=True)
+        (root / "s7" / "1" / "model.mrw").write_bytes((models / "s7" / "1" / "model.mrw").read_bytes())
+        (root / "s8" / "1").mkdir(parents=True)  # the Server class warms up on s8
+        (root / "s8" / "1" / "model.mrw").write_bytes((models / "s8" / "1" / "model.mrw").read_bytes())
+        peaks = {}
+        for junk in (False, True):
+            if junk:
+                (root / "junk" / "1").mkdir(parents=True)
+                with open(root / "junk" / "1" / "model.mrw", "wb") as f:
+                    f.truncate(1 << 30)  # sparse: no disk used
+            started = time.monotonic()
+            server = Server(tree, root)
+            peaks[junk] = (peak_rss_mib(server.proc.pid), time.monotonic() - started)
+            server.stop()
+    print(f"{name}: start-up peak RSS (VmHWM) without a junk file {peaks[False][0]:.0f} MiB (listening after "
+          f"{peaks[False][1]:.1f} s); with a 1 GiB sparse junk model.mrw beside it {peaks[True][0]:.0f} MiB "
+          f"(after {peaks[True][1]:.1f} s)")
+
+
 def hostile(name: str, tree: Path, models: Path, work: Path, corpus: Path) -> None:
     malformed_scenario(name, tree, models)
     memory_scenario(name, tree, models, work, corpus)
@@ -364,8 +581,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the baseline commit")
     parser.add_argument("--long-pairs", type=int, default=60_000, help="pairs of the long request (scenario 3)")
-    parser.add_argument("--part", choices=["slices", "hostile", "both"], default="both",
-                        help="slices: issue 15's scenarios 1-3; hostile: issue 31's 4-6")
+    parser.add_argument("--part", choices=["slices", "hostile", "both", "streams"], default="both",
+                        help="slices: issue 15's scenarios 1-3; hostile: issue 31's 4-6; streams: issue 46's 7-10")
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "data" / "ja-en")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "moses-reorder-bench-serve",
                         help="benchmarks/serve.py's work directory (the ja-en extraction and requests)")
@@ -388,6 +605,16 @@ def main() -> int:
             args.work.mkdir(parents=True, exist_ok=True)
             hostile("baseline", args.baseline, models, args.work, args.corpus)
             hostile("this tree", ROOT, models, args.work, args.corpus)
+        if args.part == "streams":
+            args.work.mkdir(parents=True, exist_ok=True)
+            print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} (2 cores, shared)")
+            for scenario in (lambda n, t: idle_scenario(n, t, models, realistic_request(args.work, args.corpus)),
+                             lambda n, t: stock_malformed_scenario(n, t, models),
+                             lambda n, t: long_name_scenario(n, t, models),
+                             lambda n, t: junk_scenario(n, t, models)):
+                for label, tree in (("baseline", args.baseline), ("this tree", ROOT)):
+                    scenario(label, tree)
+            print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
 

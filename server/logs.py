@@ -65,8 +65,10 @@ def log_event(level: int, event: str, exc_info: bool = False, **fields: Any) -> 
 class RefusalLog:
     """Logs refused calls (`request_refused`: method, code, why), at most `per_second` lines
     a second for each (method, code): a client flooding bad requests must not flood the
-    log. The lines left out are counted and the next line logged for that pair says how
-    many (`suppressed`); the metrics count every call regardless."""
+    log. The lines left out are counted: the next line logged for that pair says how many
+    (`suppressed`), and `flush` (the server calls it every second and when it stops) logs
+    what no later line reported (`request_refusals_suppressed`), so a count is never lost
+    when a flood stops. The metrics count every call regardless."""
 
     def __init__(self, per_second: int = 10):
         self.per_second = per_second
@@ -88,3 +90,15 @@ class RefusalLog:
         if suppressed:
             fields["suppressed"] = suppressed
         log_event(logging.WARNING, "request_refused", **fields)
+
+    def flush(self, everything: bool = False) -> None:
+        """Log the counts left out in seconds that are over (all of them with `everything`)."""
+        now = int(time.monotonic())
+        with self._lock:
+            due = [(key, window[2]) for key, window in self._windows.items()
+                   if window[2] and (everything or window[0] != now)]
+            for key, _ in due:
+                self._windows[key][2] = 0
+        for (method, code), count in due:
+            log_event(logging.WARNING, "request_refusals_suppressed", method=method, code=code, suppressed=count,
+                      why=f"{count} more {code} refusals of {method} than the {self.per_second} a second logged")

@@ -30,14 +30,21 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 50051
     workers: int = 1
+    # Threads per process that score requests too large for the event loop (over
+    # server.service.INLINE_KEYS feature keys; realistic sentences are scored on the loop).
     threads: int = 4
-    # RPCs one process holds at once, running or waiting for one of the --threads (gRPC's
-    # maximum_concurrent_rpcs; health and reflection calls count too). One more is
-    # refused at once with RESOURCE_EXHAUSTED instead of queueing. A waiting call costs
-    # no parsing memory (gRPC reads its message when a thread takes it) and one whose
-    # deadline passed while it waited is not started. 32 = 8 per thread: a Moses run with
-    # up to 32 decoder threads on one server process never sees a refusal.
+    # Calls one process works on at once: from the call's request message to its answer,
+    # running or waiting for one of the --threads (health and reflection calls count too;
+    # a call that has not sent its message does not). One more is refused at once with
+    # RESOURCE_EXHAUSTED naming this flag, logged and counted, instead of queueing; one
+    # whose deadline passed while it waited is not started. 32 = 8 per thread: a Moses run
+    # with up to 32 decoder threads on one server process never sees a refusal.
     max_concurrent_rpcs: int = 32
+    # How long a call may take to send its request message (a reflection stream: each next
+    # message) before it is ended with DEADLINE_EXCEEDED. Such a call holds no thread, only
+    # a coroutine; this bounds how long. Moses sends its request with the call's headers; a
+    # 4 MiB request needs 4 s even at 1 MB/s.
+    receive_timeout_seconds: float = 10.0
     poll_seconds: float = 10.0
     enable_admin: bool = False
     metrics_port: int | None = None
@@ -76,7 +83,8 @@ class ServeOptions:
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "models": [Path], "host": [str], "port": [whole(0, 65535)], "workers": [whole(1)],
-        "threads": [whole(1)], "max_concurrent_rpcs": [whole(1)], "poll_seconds": [_SECONDS],
+        "threads": [whole(1)], "max_concurrent_rpcs": [whole(1)],
+        "receive_timeout_seconds": [Interval(0.01, None)], "poll_seconds": [_SECONDS],
         "enable_admin": [bool], "metrics_port": [whole(1, 65535), None], "metrics_host": [str, None],
         "tls_cert": [Path, None], "tls_key": [Path, None], "max_pairs": [whole(1)],
         "max_source_tokens": [whole(1)],

@@ -33,6 +33,7 @@ from training.errors import InputError, MosesReorderError
 from training.modelfile.layout import find_model_file, model_dirs, version_dirs
 from training.modelfile.model import LoadedModel, load_model
 
+from server.echo import clip
 from server.logs import log_event
 
 LOADED, FAILED, UNLOADED = "LOADED", "FAILED", "UNLOADED"
@@ -201,7 +202,7 @@ class ModelRepository:
     def get(self, name: str) -> ModelSnapshot:
         snapshot = self._snapshots.get(name)
         if snapshot is None:
-            raise UnknownModel(f"no model named {name!r} on this server")  # not the others' names
+            raise UnknownModel(f"no model named {clip(name)} on this server")  # not the others' names
         return snapshot
 
     def snapshots(self) -> list[ModelSnapshot]:
@@ -222,7 +223,7 @@ class ModelRepository:
             on_disk = model_dirs(self.root)
             if name is not None:
                 if name not in on_disk:
-                    raise UnknownModel(f"no model directory named {name!r} in the repository")
+                    raise UnknownModel(f"no model directory named {clip(name)} in the repository")
                 names = [name]
             else:
                 names = sorted(on_disk)

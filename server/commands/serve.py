@@ -54,8 +54,10 @@ def register(subparsers) -> None:
                    help="give worker i its own port (PORT+i) instead of sharing one; clients then balance "
                         "every RPC with round_robin over the addresses")
     flag("threads", int, "RPC threads per process")
-    flag("max-concurrent-rpcs", int, "RPCs a process holds at once, running or waiting for a thread; one more "
-                                     "is refused at once (RESOURCE_EXHAUSTED)")
+    flag("max-concurrent-rpcs", int, "calls a process works on at once, from their request message to their "
+                                     "answer; one more is refused at once (RESOURCE_EXHAUSTED)")
+    flag("receive-timeout-seconds", float, "end a call that has not sent its request message within S seconds "
+                                           "(DEADLINE_EXCEEDED); such a call holds no thread meanwhile")
     flag("poll-seconds", float, "rescan the repository every S seconds (0 = never)")
     p.add_argument("--enable-admin", action="store_true", help="allow the Reload RPC")
     flag("metrics-port", int, "serve Prometheus /metrics on this port", shown="off")
@@ -116,6 +118,10 @@ def _check_files(args: argparse.Namespace) -> None:
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
         if path is not None and not path.is_file():
             raise InputError(f"not a readable file ({flag})", path)
+    if args.tls_cert is not None:
+        from server.tls import read_tls_pair
+
+        read_tls_pair(args.tls_cert, args.tls_key)  # a bad file is refused here, before any worker starts
 
 
 def options_from_args(args: argparse.Namespace, **overrides):

@@ -128,3 +128,44 @@ def test_a_misused_option_is_a_usage_error_exit_2(small_store, tmp_path, capsys,
                      "--quiet", *[x for kv in args.items() for x in kv]])
     assert code == 2 and named in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("features", ["S7", "S6,neighbour"])  # one matrix, or one a direction
+def test_a_run_stopped_after_its_fits_does_not_fit_them_again(small_store, tmp_path, capsys, features):
+    """The weight file cannot be written (here: a folder stands at OUT), as when a machine
+    goes after the fits; the next run takes every finished direction from OUT.parts, and
+    writes what a run that was never stopped writes."""
+    out, fresh = tmp_path / "m.mrw", tmp_path / "fresh.mrw"
+    out.mkdir()
+    with pytest.raises(IsADirectoryError):
+        train(small_store, out, "svm", "--C", "0.5", "--features", features)
+    parts = tmp_path / "m.mrw.parts"
+    assert sorted(p.name for p in parts.iterdir()) == ["backward.npz", "forward.npz"]
+    out.rmdir()
+    capsys.readouterr()
+    assert cli_main(["train", "--family", "svm", "--features", features, "--type", TYPE, "--store", str(small_store),
+                     "--out", str(out), "--threshold", "1", "--C", "0.5"]) == 0
+    assert capsys.readouterr().err.count("the fit of an earlier run") == 2
+    assert not parts.exists()
+    assert train(small_store, fresh, "svm", "--C", "0.5", "--features", features) == 0
+    got, want = read_weight_file(out), read_weight_file(fresh)
+    for name in ("keys", "weights", "bias"):
+        np.testing.assert_array_equal(got.arrays[name], want.arrays[name])
+    objectives = [[h["objective"] for h in w.metadata["training"]["directions"]["forward"]["history"]]
+                  for w in (got, want)]
+    assert objectives[0] == objectives[1]
+
+
+def test_parts_of_other_settings_are_fitted_again(small_store, tmp_path, capsys):
+    out, fresh = tmp_path / "m.mrw", tmp_path / "fresh.mrw"
+    out.mkdir()
+    with pytest.raises(IsADirectoryError):
+        train(small_store, out, "svm", "--C", "0.5")
+    out.rmdir()
+    capsys.readouterr()
+    assert cli_main(["train", "--family", "svm", "--features", "S7", "--type", TYPE, "--store", str(small_store),
+                     "--out", str(out), "--threshold", "1", "--C", "2"]) == 0
+    assert "the fit of an earlier run" not in capsys.readouterr().err
+    assert train(small_store, fresh, "svm", "--C", "2") == 0
+    got, want = read_weight_file(out), read_weight_file(fresh)
+    np.testing.assert_array_equal(got.arrays["weights"], want.arrays["weights"])

@@ -10,7 +10,8 @@ loopback port:
   decided before the request's arrays are read (an otherwise invalid request gets the
   same answer), and the issue's 15.5 MiB source is refused at the default settings;
 - past --max-concurrent-rpcs calls in flight, a call is refused at once with
-  RESOURCE_EXHAUSTED while the admitted ones still run;
+  RESOURCE_EXHAUSTED naming the flag while the admitted ones still run, counted and logged
+  (issue 46: gRPC's own limit answered with its stock text and nothing was logged);
 - a call that waited for a thread past its deadline is not started: not even parsed.
 """
 
@@ -119,8 +120,9 @@ def test_the_issues_16m_token_source_is_refused_at_the_default_settings(repo_roo
         assert _answered(srv, "Score", "RESOURCE_EXHAUSTED") >= 1  # the one under the message limit: ours
 
 
-def test_calls_past_max_concurrent_rpcs_are_refused_at_once(repo_root, corpus_keys):
+def test_calls_past_max_concurrent_rpcs_are_refused_at_once(repo_root, corpus_keys, caplog):
     write_test_model(model_path(repo_root, "s8", 1), corpus_keys, features="S8")
+    caplog.set_level(logging.WARNING, logger=LOGGER_NAME)
     slow = _heavy("s8", 60_000)  # ~76M keys: seconds of scoring even on a fast machine, cut when the client gives up
     with running_server(repo_root, threads=1, max_concurrent_rpcs=2, max_keys=10 ** 9, cache_size=0,
                         max_message_mb=64) as srv:
@@ -133,9 +135,12 @@ def test_calls_past_max_concurrent_rpcs_are_refused_at_once(repo_root, corpus_ke
         for _ in range(3):
             code, details = _refusal(srv.stub.GetModel, pb.GetModelRequest(model="s8"), timeout=60)
             assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
+            assert "2 calls in progress" in details and "--max-concurrent-rpcs 2" in details, details
             assert not any(f.done() for f in admitted)  # refused while both admitted calls still run
         assert registry.get_sample_value("moses_reorder_received_total", {"method": "GetModel"}) == 3
-        assert _answered(srv, "GetModel", "RESOURCE_EXHAUSTED") == 0  # refused by gRPC, before any handler
+        assert _answered(srv, "GetModel", "RESOURCE_EXHAUSTED") == 3  # counted and logged like any refusal
+        refused = [r.fields for r in caplog.records if r.getMessage() == "request_refused"]
+        assert [f["method"] for f in refused] == ["GetModel"] * 3 and refused[0]["why"] == details
         for f in admitted:
             f.cancel()
     with running_server(repo_root, threads=1, max_concurrent_rpcs=2) as srv:

@@ -29,7 +29,7 @@ BOUNDS = {
     "metrics_port": (1, 65535, True), "max_pairs": (1, None, True), "max_source_tokens": (1, None, True),
     "max_message_mb": (1, 2047, True), "max_align_points": (1, None, True), "max_keys": (1, None, True),
     "cache_size": (0, None, True), "cache_mb": (0, None, True), "keep_versions": (1, None, True),
-    "grace_seconds": (0, None, False),
+    "grace_seconds": (0, None, False), "receive_timeout_seconds": (0.01, None, False),
 }
 NOT_NUMBERS = {"models", "host", "enable_admin", "metrics_host", "tls_cert", "tls_key", "reuse_port",
                "notify_reload"}
@@ -82,7 +82,7 @@ def _changed() -> ServeOptions:
                         poll_seconds=2.5, enable_admin=True, metrics_port=9101, metrics_host="127.0.0.2",
                         tls_cert=Path("/c.pem"), tls_key=Path("/k.pem"), max_pairs=11, max_source_tokens=12,
                         max_message_mb=13, max_align_points=14, max_keys=15, cache_size=16, cache_mb=17,
-                        keep_versions=3, grace_seconds=0.5, reuse_port=True)
+                        keep_versions=3, grace_seconds=0.5, reuse_port=True, receive_timeout_seconds=2.5)
 
 
 def _parse(argv: list[str]):

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from training import __version__
+from training.api.checkpoint import DirectionParts, fingerprint
 from training.errors import InputError, UsageError
 from training.jitcache import compiling
 from training import defaults
@@ -184,7 +185,9 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
     caps the BLAS library's threads while the classifiers fit and calibrate (None: the
     library's own setting); the cap is lifted on return. jobs, scheduler and memory run
     the feature stage (training.features.matrix.build_matrix); memory also sizes the
-    dual solvers' chunks and compact copies (families that take a `memory` parameter)."""
+    dual solvers' chunks and compact copies (families that take a `memory` parameter).
+    Each finished direction is kept in `OUT.parts` until `out` is written, and a run with
+    the same inputs takes it from there instead of fitting it again (training.api.checkpoint)."""
     if blas_threads is not None and blas_threads < 1:
         raise UsageError(f"blas_threads must be a positive number of threads or None, got {blas_threads}")
     start = time.perf_counter()
@@ -241,6 +244,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
         fit_kwargs["pair_columns"] = pair_columns  # build_matrix(keep_pairs) found them
 
     models, exported, directions_meta = [], [], {}
+    parts = DirectionParts(out)
     t_train = time.perf_counter()
     with threadpool_limits(limits=blas_threads, user_api="blas"), compiling() as compile_clock:  # None: no change
         blas_in_force = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
@@ -248,11 +252,24 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
             if direction in matrices and direction != mtype.directions[0]:  # its own neighbour
                 X_fit, X_cal = select_rows(matrices[direction].X, fit_rows), select_rows(matrices[direction].X, cal_rows)
             labels = labels_of.pop(direction)  # int8; the calibration rows are widened
+            model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose,
+                                    memory=memory)
+            part_print = fingerprint({
+                "store": str(Path(store_dir).resolve()), "examples": int(store.n_examples),
+                "family": family, "params": {k: v for k, v in model.get_params().items() if k not in RESOURCE_PARAMS},
+                "type": str(mtype), "direction": direction, "column": column, "features": spec.name,
+                "threshold": threshold, "rows": [fit_rows, cal_rows], "select_nmi": select_nmi,
+                "version": __version__}, matrices[direction].keys if spec.neighbour else keys)
+            done = parts.load(direction, part_print)
+            if done is not None:  # finished by an earlier run that was stopped before the file
+                note(f"train {family} {direction}: the fit of an earlier run ({parts.folder})", enabled=verbose)
+                exported.append(done[0])
+                models.append(model)
+                directions_meta[direction] = done[1]
+                continue
             note(f"train {family} {direction}: {n_fit:,} examples x {X_fit.shape[1]:,} features",
                  enabled=verbose)
             t0 = time.perf_counter()
-            model = cls.from_params(params, n_classes=len(mtype.classes), seed=seed, verbose=verbose,
-                                    memory=memory)
             model.fit(X_fit, take_rows(labels, fit_rows), **fit_kwargs)  # int8, a view
             fit_seconds = time.perf_counter() - t0
             info: dict[str, Any] = {"store_column": column, "fit_seconds": fit_seconds,
@@ -272,6 +289,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
             exported.append(model.export_arrays())  # a family may drop its training caches here
             models.append(model)
             directions_meta[direction] = info
+            parts.save(direction, part_print, exported[-1], _jsonable(info))
     # numba's one-time compiling (a first run) is not the family's work: recorded apart
     train_seconds = time.perf_counter() - t_train - compile_clock.seconds
 
@@ -308,6 +326,7 @@ def train_model(store_dir: str | Path, *, family: str, moses_type: str, out: str
                 corpus_fingerprint=corpus.get("sha256", "") if isinstance(corpus, dict) else str(corpus),
                 training_seconds=time.perf_counter() - start, extras=arrays or None, float16=float16,
                 metadata=_jsonable(metadata))
+    parts.remove()  # the weight file holds every direction now
     if plot is not None:  # after the model is safe: a plot must not cost the training
         from training.eval.historyplot import plot_history
 

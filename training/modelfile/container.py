@@ -133,38 +133,16 @@ def _aligned_buffer(size: int) -> np.ndarray:
     return raw[skip:skip + size]
 
 
-def read_weight_file(path: str | os.PathLike) -> WeightFile:
-    """Read a weight file into memory and check it completely before returning anything from it.
-
-    The file is read, not mapped: the arrays returned are views of a private copy, so a
-    file truncated or copied over in place afterwards (an operator's `cp` onto a served
-    model) can neither crash the reader with SIGBUS nor change what it validated. Model
-    files are small (megabytes to a few hundred MB), and the checksum is over exactly
-    the bytes that are used.
-    """
-    spath = os.fspath(path)
-    try:
-        with open(spath, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < _PREAMBLE.size + _DIGEST:
-                head = f.read(len(MAGIC))
-                if head and (MAGIC.startswith(head) or INCOMPLETE_MAGIC.startswith(head)):
-                    raise _fail(spath, f"truncated weight file ({size} bytes); write it again")
-                raise _fail(spath, "not a moses-reorder weight file (too short, wrong magic bytes)")
-            mm = _aligned_buffer(size)
-            got = f.readinto(mm)
-            if got != size or f.read(1):
-                raise _fail(spath, "the weight file changed size while it was read; read it again")
-    except OSError as exc:
-        raise _fail(spath, f"cannot read weight file: {exc.strerror or exc}") from exc
-    view = memoryview(mm)
-    magic = bytes(view[:len(MAGIC)])
+def _check_preamble(spath: str, preamble: bytes, size: int) -> tuple[int, int, int, int]:
+    """(version, header length, data offset, data length) of a file of `size` bytes whose first
+    _PREAMBLE.size bytes are `preamble`, or ModelFileError saying what is wrong with them."""
+    magic = preamble[:len(MAGIC)]
     if magic == INCOMPLETE_MAGIC:
         raise _fail(spath, "incomplete weight file (its writer did not finish); write it again")
     if magic != MAGIC:
         raise _fail(spath, "not a moses-reorder weight file (wrong magic bytes)")
     (_, version, flags, s0, s1, s2, s3, s4, header_len, data_offset, data_len,
-     file_len) = _PREAMBLE.unpack_from(view, 0)
+     file_len) = _PREAMBLE.unpack_from(preamble, 0)
     if version > FORMAT_VERSION:
         raise _fail(spath, f"weight file format {version} is newer than this software reads "
                            f"({FORMAT_VERSION}); upgrade moses-reorder")
@@ -179,6 +157,38 @@ def read_weight_file(path: str | os.PathLike) -> WeightFile:
     if (flags != 0 or data_offset % ALIGN or data_offset < _PREAMBLE.size + header_len
             or data_offset + data_len + _DIGEST != file_len):
         raise _fail(spath, "inconsistent weight-file header (corrupt file)")
+    return version, header_len, data_offset, data_len
+
+
+def read_weight_file(path: str | os.PathLike) -> WeightFile:
+    """Read a weight file into memory and check it completely before returning anything from it.
+
+    The file is read, not mapped: the arrays returned are views of a private copy, so a
+    file truncated or copied over in place afterwards (an operator's `cp` onto a served
+    model) can neither crash the reader with SIGBUS nor change what it validated. Model
+    files are small (megabytes to a few hundred MB), and the checksum is over exactly
+    the bytes that are used. The preamble (magic, version, sanity values, lengths) is read
+    and checked first, so a foreign file of any size costs 96 bytes of reading, not its size.
+    """
+    spath = os.fspath(path)
+    try:
+        with open(spath, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            preamble = f.read(_PREAMBLE.size)
+            if size < _PREAMBLE.size + _DIGEST:
+                head = preamble[:len(MAGIC)]
+                if head and (MAGIC.startswith(head) or INCOMPLETE_MAGIC.startswith(head)):
+                    raise _fail(spath, f"truncated weight file ({size} bytes); write it again")
+                raise _fail(spath, "not a moses-reorder weight file (too short, wrong magic bytes)")
+            version, header_len, data_offset, data_len = _check_preamble(spath, preamble, size)
+            mm = _aligned_buffer(size)
+            mm[:len(preamble)] = np.frombuffer(preamble, dtype=np.uint8)
+            got = len(preamble) + f.readinto(memoryview(mm)[len(preamble):])
+            if got != size or f.read(1):
+                raise _fail(spath, "the weight file changed size while it was read; read it again")
+    except OSError as exc:
+        raise _fail(spath, f"cannot read weight file: {exc.strerror or exc}") from exc
+    view = memoryview(mm)
     digest = hashlib.sha256(view[:size - _DIGEST]).digest()
     if digest != bytes(view[size - _DIGEST:]):
         raise _fail(spath, "SHA-256 mismatch: the weight file is corrupt")

@@ -8,7 +8,8 @@ the PairBatch that training/features/templates.py reads, exactly as a store chun
 
 `arrays_from_strings` goes the other way for clients written in Python (tests,
 benchmarks, the Python client): strings in, packed arrays out. FIELDS is the one list of
-the request's fields; the server reads ARRAY_FIELDS off the proto message with it.
+the request's fields; the server reads ARRAY_FIELDS off the wire in this order
+(server/score_wire.py) and calls `batch_from_flat`.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ def _check_and_build(blob, flat, bounds):
     return err, src_tokens, tgt_tokens, src_start, src_end, a_src, a_tgt, tgt_off.copy(), al_off.copy()
 
 
-def _flatten(fields: tuple) -> tuple[np.ndarray, np.ndarray]:
+def flatten_fields(fields: tuple) -> tuple[np.ndarray, np.ndarray]:
     """The nine index fields as one int64 array + bounds; InputError naming a field that is not integers."""
     try:
         sizes = [len(f) for f in fields]
@@ -217,9 +218,15 @@ def batch_from_request_arrays(token_bytes, token_offsets, source, span_start, sp
     """Validate one sentence's phrase pairs and hash its token table into a PairBatch."""
     if not isinstance(token_bytes, (bytes, bytearray, memoryview)):
         raise InputError(f"field token_bytes: expected bytes, got {type(token_bytes).__name__}")
-    blob = np.frombuffer(token_bytes, dtype=np.uint8)
-    flat, bounds = _flatten((token_offsets, source, span_start, span_end, target_offsets, target_tokens,
+    flat, bounds = flatten_fields((token_offsets, source, span_start, span_end, target_offsets, target_tokens,
                              align_offsets, align_source, align_target))
+    return batch_from_flat(np.frombuffer(token_bytes, dtype=np.uint8), flat, bounds)
+
+
+def batch_from_flat(blob: np.ndarray, flat: np.ndarray, bounds: np.ndarray) -> PairBatch:
+    """The same from the token table as uint8 and the nine index fields as one int64 array
+    (`flat[bounds[i]:bounds[i + 1]]` is ARRAY_FIELDS[i]), as server/score_wire.py reads them
+    off the wire."""
     (code, field, entry, value, limit), src_tokens, tgt_tokens, src_start, src_end, a_src, a_tgt, tgt_off, a_off = \
         _check_and_build(blob, flat, bounds)
     if code != _OK:
