@@ -152,6 +152,15 @@ protected:
     return CompareRows(m_context, other.m_context, 0);
   }
 
+  // Moses2 recombines two hypotheses when their states' hashes are equal (its
+  // HypothesisColl compares hashes, moses2/legacy/Util2.h), so a backward state's
+  // neighbour block must be in its hash, not only in operator==. Without a context model
+  // m_context is NULL and the hash is Moses2's own.
+  void CombineContext(size_t &seed) const {
+    if (m_context != NULL)
+      boost::hash_combine(seed, boost::hash_range(m_context, m_context + Config().GetNumberOfTypes()));
+  }
+
   int CompareRows(const SCORE *mine, const SCORE *yours, size_t start) const {
     return reordering::CompareScores(mine ? mine + start : NULL, yours ? yours + start : NULL,
                                      Config().GetNumberOfTypes());
@@ -189,6 +198,7 @@ public:
   size_t hash() const {
     size_t ret = (size_t) &m_prevPath->range;
     boost::hash_combine(ret, m_direction);
+    if (m_direction == LRModel::Backward) CombineContext(ret);
     return ret;
   }
   bool operator==(const FFState &o) const {
@@ -224,7 +234,9 @@ public:
     m_stack.Init();
   }
   size_t hash() const {
-    return m_stack.hash();
+    size_t ret = m_stack.hash();
+    CombineContext(ret);
+    return ret;
   }
   bool operator==(const FFState &o) const {
     const HierBackwardState &other = static_cast<const HierBackwardState&>(o);
