@@ -9,17 +9,34 @@
 
 namespace reordering {
 
-float ContextScore(const float *own, const float *neighbour, size_t classes, size_t k, ScoreTransform transform) {
-  // In double, shifted by the largest score: no overflow, and p is exact to float's precision.
+namespace {
+
+// The softmax of own + neighbour over `classes` columns, shifted by the largest, in double
+// (no overflow; p exact to float's precision): e[j] and their sum, in one fixed order, so
+// that ContextScore and ContextScores give the same bits.
+double Exponentials(const float *own, const float *neighbour, size_t classes, double *e) {
   double top = -HUGE_VAL;
   for (size_t j = 0; j < classes; ++j) top = std::max(top, double(own[j]) + (neighbour ? neighbour[j] : 0.0));
-  double sum = 0.0, mine = 0.0;
+  double sum = 0.0;
   for (size_t j = 0; j < classes; ++j) {
-    const double e = std::exp(double(own[j]) + (neighbour ? neighbour[j] : 0.0) - top);
-    sum += e;
-    if (j == k) mine = e;
+    e[j] = std::exp(double(own[j]) + (neighbour ? neighbour[j] : 0.0) - top);
+    sum += e[j];
   }
-  return transform(static_cast<float>(mine / sum));
+  return sum;
+}
+
+}  // namespace
+
+float ContextScore(const float *own, const float *neighbour, size_t classes, size_t k, ScoreTransform transform) {
+  double e[kMaxClasses];
+  const double sum = Exponentials(own, neighbour, classes, e);
+  return transform(static_cast<float>(e[k] / sum));
+}
+
+void ContextScores(const float *own, const float *neighbour, size_t classes, ScoreTransform transform, float *out) {
+  double e[kMaxClasses];
+  const double sum = Exponentials(own, neighbour, classes, e);
+  for (size_t k = 0; k < classes; ++k) out[k] = transform(static_cast<float>(e[k] / sum));
 }
 
 int CompareScores(const float *mine, const float *yours, size_t n) {

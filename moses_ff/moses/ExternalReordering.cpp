@@ -227,9 +227,11 @@ private:
 
 ExternalReordering::ExternalReordering(const string &line)
   : LexicalReordering(reordering::DecoderLine(line, reordering::MOSES))
+  , m_outputs(0)
 {
   string why;
   UTIL_THROW_IF2(!m_options.ParseLine(line, &why), GetScoreProducerDescription() << ": " << why);
+  m_outputs = m_options.schema.NumOutputs();
   UTIL_THROW_IF2(!m_options.path.empty(), GetScoreProducerDescription()
                  << ": path= (the table beside the model in one feature) is Moses2's only; in moses "
                  "keep the table as its own LexicalReordering line");

@@ -70,13 +70,16 @@ public:
     return *m_scorer;
   }
   size_t Outputs() const {
-    return m_options.schema.NumOutputs();
+    return m_outputs;
   }
 
 private:
   void ScoreSentence(Manager &manager) const;
 
   reordering::FeatureOptions m_options;  // our keys of the feature line (feature_options.h)
+  // The schema's outputs, counted once: Schema::NumOutputs() builds its class and direction
+  // names, and the context states ask for it several times per expansion.
+  size_t m_outputs;
   // The sentence's RPC, the pinned version, the fallback row, the end-of-run counts.
   std::unique_ptr<reordering::SentenceScorer> m_scorer;
 };

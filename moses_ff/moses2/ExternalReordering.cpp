@@ -3,6 +3,7 @@
 #include "ExternalReordering.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iostream>
 
 #include <boost/functional/hash.hpp>
@@ -53,13 +54,14 @@ typedef LRModel::ReorderingType ReorderingType;
 
 // The rows of one option: the table's (path=; NULL without a table or for a pair it
 // lacks) and the service's (NULL for an option it sent no row for); for a context model,
-// also its neighbour block (NULL for an option with no target words: no neighbour).
+// also its neighbour block, as each direction's canonical copy (SentenceRows::Canonicalize;
+// NULL for an option with no target words: no neighbour).
 struct OptionRows {
   const SCORE *table;
   const SCORE *model;
-  const SCORE *neighbour;
-  OptionRows() : table(NULL), model(NULL), neighbour(NULL) {}
-  OptionRows(const SCORE *t, const SCORE *m, const SCORE *n) : table(t), model(m), neighbour(n) {}
+  const SCORE *const *neighbours;  // [direction] -> that direction's neighbour block
+  OptionRows() : table(NULL), model(NULL), neighbours(NULL) {}
+  OptionRows(const SCORE *t, const SCORE *m, const SCORE *const *n) : table(t), model(m), neighbours(n) {}
 };
 
 // The states: what Moses2's LRState, PhraseBasedReorderingState, HReorderingBackwardState,
@@ -77,8 +79,8 @@ public:
   // `offset` is the state's first score (Moses2's), `block` the first column of its
   // direction in a full row of the model.
   ExtState(const ExternalReordering &ff, LRModel::Direction dir, size_t offset, size_t block)
-    : m_ff(ff), m_direction(dir), m_offset(offset), m_block(block), m_rows(NULL), m_prevPath(NULL)
-    , m_context(NULL) {}
+    : m_ff(ff), m_direction(dir), m_offset(offset), m_block(block)
+    , m_index(block / ff.Configuration().GetNumberOfTypes()), m_rows(NULL), m_prevPath(NULL), m_context(NULL) {}
 
   // `row` is the option's rows, `path` its input path, `context` the neighbour block of the
   // last option placed with target words (NULL: none yet).
@@ -100,10 +102,11 @@ protected:
     return m_ff.Configuration();
   }
 
-  // The context after placing the option of `row`: its neighbour block, or, when it has
-  // none (no target words, or no context model), the context before it.
+  // The context after placing the option of `row`: its backward neighbour block (the
+  // first direction's), or, when it has none (no target words, or no context model), the
+  // context before it.
   const SCORE *NextContext(const OptionRows &row) const {
-    return row.neighbour ? row.neighbour : m_context;
+    return row.neighbours ? row.neighbours[0] : m_context;
   }
 
   // LRState::CopyScores: backward reads the current option's rows, forward the previous
@@ -122,10 +125,10 @@ protected:
     if (rows.model == NULL) return;
     UTIL_THROW_IF2(block + off_local >= m_ff.GetNumScores(), "offset out of vector bounds!");
     SCORE value;
-    if (Context()) {
-      const SCORE *neighbour = m_direction == LRModel::Backward ? (m_context ? m_context : m_rows->Boundary())
-                               : current.neighbour;
-      value = m_ff.Scorer().Combine(rows.model + m_block, neighbour ? neighbour + m_block : NULL, reoType);
+    if (Context()) {  // Combine, through the sentence's cache of combined blocks
+      const SCORE *neighbour = m_direction == LRModel::Backward ? (m_context ? m_context : m_rows->Boundary() + m_block)
+                               : (current.neighbours ? current.neighbours[m_index] : NULL);
+      value = m_rows->Cache().Score(rows.model + m_block, neighbour, reoType);
     } else {
       value = rows.model[off_remote];
     }
@@ -146,7 +149,16 @@ protected:
   // What a backward state hands on beyond Moses2's: the neighbour block the next step
   // reads (0 when equal, and always without a context model).
   int CompareContext(const ExtState &other) const {
-    return CompareRows(m_context, other.m_context, m_block);
+    return CompareRows(m_context, other.m_context, 0);
+  }
+
+  // Moses2 recombines two hypotheses when their states' hashes are equal (its
+  // HypothesisColl compares hashes, moses2/legacy/Util2.h), so a backward state's
+  // neighbour block must be in its hash, not only in operator==. Without a context model
+  // m_context is NULL and the hash is Moses2's own.
+  void CombineContext(size_t &seed) const {
+    if (m_context != NULL)
+      boost::hash_combine(seed, boost::hash_range(m_context, m_context + Config().GetNumberOfTypes()));
   }
 
   int CompareRows(const SCORE *mine, const SCORE *yours, size_t start) const {
@@ -165,10 +177,11 @@ protected:
   LRModel::Direction m_direction;
   size_t m_offset;
   size_t m_block;
+  size_t m_index;                   // the direction's place among the type's directions
   const SentenceRows *m_rows;
   OptionRows m_prevRow;             // the rows of the option that made this state
   const InputPathBase *m_prevPath;  // and its input path
-  const SCORE *m_context;           // the neighbour block the next backward step reads
+  const SCORE *m_context;           // the (canonical) neighbour block the next backward step reads
 };
 
 class PhraseState : public ExtState
@@ -185,6 +198,7 @@ public:
   size_t hash() const {
     size_t ret = (size_t) &m_prevPath->range;
     boost::hash_combine(ret, m_direction);
+    if (m_direction == LRModel::Backward) CombineContext(ret);
     return ret;
   }
   bool operator==(const FFState &o) const {
@@ -220,7 +234,9 @@ public:
     m_stack.Init();
   }
   size_t hash() const {
-    return m_stack.hash();
+    size_t ret = m_stack.hash();
+    CombineContext(ret);
+    return ret;
   }
   bool operator==(const FFState &o) const {
     const HierBackwardState &other = static_cast<const HierBackwardState&>(o);
@@ -402,9 +418,10 @@ void ExternalReordering::EvaluateWhenApplied(const ManagerBase &mgr, const Hypot
   const ExtState &prev = static_cast<const ExtState&>(prevState);
   const TargetPhrase<Moses2::Word> &tp = hypo.GetTargetPhrase();
   const SentenceRows *rows = prev.Rows();
-  const SCORE *model = rows ? rows->Find(&hypo.GetInputPath(), static_cast<const void*>(&tp)) : NULL;
+  const SCORE *const *neighbours = NULL;
+  const SCORE *model = rows ? rows->Find(&hypo.GetInputPath(), static_cast<const void*>(&tp), &neighbours) : NULL;
   OptionRows row(HasTable() ? static_cast<const SCORE*>(tp.ffData[m_PhraseTableInd]) : NULL, model,
-                 model && rows->Context() && tp.GetSize() > 0 ? model + rows->Outputs() : NULL);
+                 model && rows->Context() && tp.GetSize() > 0 ? neighbours : NULL);
   prev.Expand(mgr, hypo, row, scores, state);
 }
 
@@ -483,7 +500,37 @@ std::unique_ptr<SentenceRows> ExternalReordering::ScoreSentence(const ManagerBas
   if (scored.Context()) rows->SetContext(scored.Boundary(), scored.Outputs());
   for (size_t p = 0; p < options.size(); ++p)
     rows->Add(options[p].first, options[p].second, scored.Row(p), scored.Width());
+  if (scored.Context()) {
+    const size_t classes = m_configuration->GetNumberOfTypes();
+    rows->Canonicalize(classes, scored.Outputs() / classes, Moses2Score);
+  }
   return rows;
+}
+
+void SentenceRows::Canonicalize(size_t classes, size_t directions, reordering::ScoreTransform transform)
+{
+  m_directions = directions;
+  const size_t width = 2 * m_outputs, rows = width ? m_values.size() / width : 0;
+  m_canonical.assign(rows * directions, NULL);
+  size_t size = 16;
+  while (size < 2 * rows * directions) size *= 2;
+  vector<const SCORE*> seen(size, NULL);  // open addressing on the blocks' bits
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t d = 0; d < directions; ++d) {
+      const SCORE *block = &m_values[r * width + m_outputs + d * classes];
+      uint64_t h = 0;
+      for (size_t j = 0; j < classes; ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, block + j, sizeof bits);
+        h = (h ^ bits) * 0x9E3779B97F4A7C15ULL;
+      }
+      size_t i = (size_t) (h ^ (h >> 29)) & (size - 1);
+      while (seen[i] && std::memcmp(seen[i], block, classes * sizeof(SCORE)) != 0) i = (i + 1) & (size - 1);
+      if (!seen[i]) seen[i] = block;
+      m_canonical[r * directions + d] = seen[i];
+    }
+  }
+  m_cache.Init(classes, transform);
 }
 
 }

@@ -63,11 +63,15 @@ class InputPathBase;
 // phrase tables gave for it (a context model's: its raw own | neighbour blocks, and the
 // boundary beside them). Written once (by the RPC), then only read, once per hypothesis
 // expansion: an open-addressing table of pointer pairs (one probe, mostly one cache line),
-// sized by Reserve() before the first Add().
+// sized by Reserve() before the first Add(). A context model's rows also give each
+// direction's neighbour block as its canonical copy (the first row's with the same values:
+// Canonicalize()), and the sentence's ContextCache of combined blocks is keyed by those, so
+// each distinct pair of blocks is combined once per sentence (the one part written while
+// the sentence is decoded, by its one thread).
 class SentenceRows
 {
 public:
-  SentenceRows() : m_mask(0), m_outputs(0) {}
+  SentenceRows() : m_mask(0), m_outputs(0), m_directions(0) {}
 
   // A context model's rows: own | neighbour, `outputs` columns each, and the sentence's
   // boundary block (`outputs` values).
@@ -87,11 +91,16 @@ public:
   }
 
   // The row of an option, or NULL (no row: no score, as Moses2 for a pair not in its table).
-  const SCORE *Find(const void *path, const void *targetPhrase) const {
+  // With Canonicalize() done, *neighbours (if asked) is the row's canonical neighbour block
+  // of each direction (Neighbours()).
+  const SCORE *Find(const void *path, const void *targetPhrase, const SCORE *const **neighbours = NULL) const {
     if (m_slots.empty()) return NULL;
     for (size_t i = Hash(path, targetPhrase) & m_mask;; i = (i + 1) & m_mask) {
       const Slot &s = m_slots[i];
-      if (s.targetPhrase == targetPhrase && s.path == path) return &m_values[s.offset];
+      if (s.targetPhrase == targetPhrase && s.path == path) {
+        if (neighbours) *neighbours = m_canonical.empty() ? NULL : &m_canonical[s.row * m_directions];
+        return &m_values[s.offset];
+      }
       if (s.targetPhrase == NULL) return NULL;
     }
   }
@@ -109,14 +118,23 @@ public:
     m_slots[i].path = path;
     m_slots[i].targetPhrase = targetPhrase;
     m_slots[i].offset = m_values.size();
+    m_slots[i].row = m_values.size() / width;
     m_values.insert(m_values.end(), row, row + width);
+  }
+  // With Context(), after the last Add(): each row's neighbour block of each of the
+  // `directions` directions (`classes` columns each), as a pointer to the first copy of the
+  // same values (bit for bit), and the cache of combined blocks made ready.
+  void Canonicalize(size_t classes, size_t directions, reordering::ScoreTransform transform);
+  // The cache of the sentence's combined blocks (ContextCache::Score).
+  reordering::ContextCache &Cache() const {
+    return m_cache;
   }
 
 private:
   struct Slot {
     const void *path, *targetPhrase;
-    size_t offset;
-    Slot() : path(NULL), targetPhrase(NULL), offset(0) {}
+    size_t offset, row;
+    Slot() : path(NULL), targetPhrase(NULL), offset(0), row(0) {}
   };
   static size_t Hash(const void *a, const void *b) {
     uint64_t h = (uint64_t) (uintptr_t) a * 0x9E3779B97F4A7C15ULL ^ (uint64_t) (uintptr_t) b * 0xC2B2AE3D27D4EB4FULL;
@@ -126,7 +144,9 @@ private:
   size_t m_mask;
   std::vector<SCORE> m_values;
   std::vector<SCORE> m_boundary;
-  size_t m_outputs;
+  size_t m_outputs, m_directions;
+  std::vector<const SCORE*> m_canonical;  // [row x direction]: canonical neighbour block
+  mutable reordering::ContextCache m_cache;
 };
 
 class ExternalReordering : public LexicalReordering

@@ -30,7 +30,7 @@ from toolchain import CLIENT_SUITE, require
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "moses_ff" / "client"
-EXPECTED_TESTS = 28
+EXPECTED_TESTS = 29
 
 
 def user_cache_dir() -> Path:

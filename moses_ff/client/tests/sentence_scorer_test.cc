@@ -2,11 +2,13 @@
 // against the real server of the fixture (fixture.h): the rows of the pinned version, the
 // schema check of Load, what a failed RPC gives under each on-error=, and a context model's
 // blocks, which ContextScore combines into what the model itself gives a pair next to a
-// neighbour; and, with no server, ContextScore's arithmetic and CompareScores.
+// neighbour; and, with no server, ContextScore's arithmetic, the ContextCache that keeps
+// its results bit for bit, and CompareScores.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -219,6 +221,36 @@ TEST(ContextScore, IsTheSoftmaxOfOwnPlusNeighbourThroughTheDecodersTransform) {
   // A block of two classes (monotonicity) reads only its two columns.
   const float two[] = {0.0f, std::log(3.0f), 99.0f};
   EXPECT_NEAR(std::log(0.25f), ContextScore(two, NULL, 2, 0, LnFloor), 1e-6);
+}
+
+TEST(ContextCache, GivesContextScoresBitsForEveryPairOfBlocksSeenAgainOrNot) {
+  // Enough distinct pairs of blocks to make the cache grow several times, each asked for
+  // twice, every class, with and without a neighbour (NULL), for 3 and 4 classes.
+  for (size_t classes = 3; classes <= kMaxClasses; ++classes) {
+    std::vector<float> own(300 * classes), neighbour(40 * classes);
+    for (size_t i = 0; i < own.size(); ++i) own[i] = std::sin(0.37 * i) * 7.0f;
+    for (size_t i = 0; i < neighbour.size(); ++i) neighbour[i] = std::cos(1.3 * i) * 5.0f;
+    ContextCache cache;
+    cache.Init(classes, LnFloor);
+    size_t compared = 0;
+    for (int round = 0; round < 2; ++round) {
+      for (size_t o = 0; o < 300; ++o) {
+        for (size_t n = 0; n <= 40; n += (o % 5) + 1) {
+          const float *a = &own[o * classes], *b = n < 40 ? &neighbour[n * classes] : NULL;
+          float all[kMaxClasses];
+          ContextScores(a, b, classes, LnFloor, all);
+          for (size_t k = 0; k < classes; ++k) {
+            const float want = ContextScore(a, b, classes, k, LnFloor);
+            ASSERT_EQ(0, std::memcmp(&want, &all[k], sizeof want)) << classes << " " << o << " " << n << " " << k;
+            const float got = cache.Score(a, b, k);
+            ASSERT_EQ(0, std::memcmp(&want, &got, sizeof want)) << classes << " " << o << " " << n << " " << k;
+            ++compared;
+          }
+        }
+      }
+    }
+    EXPECT_GT(compared, 2 * 4096u);  // past the first table's half: it grew
+  }
 }
 
 TEST(CompareScores, ComparesValuesInOrderAndPutsAnAbsentRowLast) {
