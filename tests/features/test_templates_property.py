@@ -104,6 +104,18 @@ def test_pair_keys_one_per_pair(sp):
     assert got.tolist() == [r[0] for r in reference(source, pairs, FeatureSpec(("pair",)))]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 40), max_size=300), st.integers(0, 5))
+def test_a_row_is_sorted_and_unique_however_long(values, lo):
+    """Rows past 24 keys take the kernel's own heapsort (not numba's quicksort, to compile less)."""
+    from training.features.templates import _sort_unique
+
+    row = np.array([7] * lo + values, dtype=np.uint64)
+    end = _sort_unique(row, np.int64(lo), np.int64(row.shape[0]))
+    assert row[lo:end].tolist() == sorted(set(values))
+    assert row[:lo].tolist() == [7] * lo  # what lies before the row is left alone
+
+
 def test_spec_parsing_forms():
     assert FeatureSpec.parse("anova=le2,alignments,context=1").name == "S9"
     assert FeatureSpec.parse("s7").name == "S7"

@@ -47,12 +47,14 @@ from training.features.hashing import combine, finalize
 __all__ = ["extract_keys", "key_bounds", "pair_keys", "FeatureSpec"]
 
 
-@nb.njit(nogil=True, cache=True, inline="always")
+# _key1 and _key2 are plain calls, not inline="always": numba would type them again at each
+# of their dozen call sites (about 1 CPU s of a cold compile); LLVM inlines them all the same.
+@nb.njit(nogil=True, cache=True)
 def _key1(tag: np.uint64, token: np.uint64) -> np.uint64:
     return finalize(combine(tag, token))
 
 
-@nb.njit(nogil=True, cache=True, inline="always")
+@nb.njit(nogil=True, cache=True)
 def _key2(tag: np.uint64, a: np.uint64, b: np.uint64) -> np.uint64:
     return finalize(combine(combine(tag, a), b))
 
@@ -117,6 +119,37 @@ def _base_keys(p, src_tokens, src_offsets, pair_sentence, src_start, src_end, tg
 
 
 @nb.njit(nogil=True, cache=True)
+def _sift_down(a, lo, root, end):
+    """Heapsort's step: move a[lo + root] down the max-heap held in a[lo:lo + end]."""
+    x = a[lo + root]
+    child = 2 * root + 1
+    while child < end:
+        if child + 1 < end and a[lo + child + 1] > a[lo + child]:
+            child += 1
+        if a[lo + child] <= x:
+            break
+        a[lo + root] = a[lo + child]
+        root = child
+        child = 2 * root + 1
+    a[lo + root] = x
+
+
+@nb.njit(nogil=True, cache=True)
+def _heapsort(a, lo, hi):
+    """Sort a[lo:hi] in place. Our own, not `a[lo:hi].sort()`: that compiles numba's
+    quicksort, about 3 CPU s of a cold pipeline's compiling, for rows the default
+    feature set never has (S6 rows are short: insertion sort)."""
+    n = hi - lo
+    for root in range(n // 2 - 1, -1, -1):
+        _sift_down(a, lo, root, n)
+    for end in range(n - 1, 0, -1):
+        x = a[lo]
+        a[lo] = a[lo + end]
+        a[lo + end] = x
+        _sift_down(a, lo, 0, end)
+
+
+@nb.njit(nogil=True, cache=True)
 def _sort_unique(a, lo, hi):
     """Sort a[lo:hi] in place and drop repeats; return the new end."""
     if hi - lo < 2:
@@ -130,7 +163,7 @@ def _sort_unique(a, lo, hi):
                 j -= 1
             a[j] = x
     else:
-        a[lo:hi].sort()
+        _heapsort(a, lo, hi)
     w = lo + 1
     for r in range(lo + 1, hi):
         if a[r] != a[w - 1]:
