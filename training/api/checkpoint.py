@@ -45,22 +45,22 @@ class DirectionParts:
     def _path(self, direction: str) -> Path:
         return self.folder / f"{direction}.npz"
 
-    def load(self, direction: str, print_: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    def load(self, direction: str, expected: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
         """The arrays and metadata of a finished fit with this fingerprint, else None."""
         path = self._path(direction)
         try:
             with np.load(path, allow_pickle=False) as npz:
                 meta = json.loads(npz[META].tobytes().decode())
-                if meta.get("fingerprint") != print_:
+                if meta.get("fingerprint") != expected:
                     return None
                 return {name: npz[name] for name in npz.files if name != META}, meta["info"]
         except (OSError, ValueError, KeyError):  # absent, or cut short before the rename
             return None
 
-    def save(self, direction: str, print_: str, arrays: dict[str, np.ndarray], info: dict[str, Any]) -> None:
+    def save(self, direction: str, expected: str, arrays: dict[str, np.ndarray], info: dict[str, Any]) -> None:
         """Write one direction's part atomically (a stop mid-write leaves no part)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        meta = np.frombuffer(json.dumps({"fingerprint": print_, "info": info}, default=str).encode(),
+        meta = np.frombuffer(json.dumps({"fingerprint": expected, "info": info}, default=str).encode(),
                              dtype=np.uint8)
         with atomic_writer(self._path(direction)) as f:
             np.savez(f, **arrays, **{META: meta})
