@@ -88,6 +88,8 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", args.commit], cwd=ROOT, capture_output=True,
                             text=True, check=True).stdout.strip()
     print(f"commit {commit}; {os.cpu_count()} cores; load average {load()} at start")
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         tmp = Path(tmp)
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
