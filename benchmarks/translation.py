@@ -405,8 +405,10 @@ def seeded_alignment(cmd: list, entropy: Path) -> tuple[list, bool]:
     eflomal offers no seed: its sampler reads /dev/urandom. Run in a private mount namespace
     where /dev/urandom is a file of fixed bytes, with one OpenMP thread (two threads schedule
     its samplers differently on every run), the same corpus gives the same alignment on every
-    machine, so a study's tuned runs stay valid on the system a new machine rebuilds. Needs
-    root and unshare(1); elsewhere CMD is returned as it is and the build differs per machine.
+    run of a machine, so a study's tuned runs stay valid on the system it rebuilds. Another
+    machine may align differently (on 2026-12-02 a new one gave build 4a9a79d30412 where the
+    last gave 5cba8c2cf309: eflomal is compiled for the CPU it runs on). Needs root and
+    unshare(1); elsewhere CMD is returned as it is and every run aligns differently.
     """
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         return cmd, False
@@ -509,9 +511,9 @@ class Study:
     def system_id(self) -> str:
         """Which build of the system a run was tuned or decoded on: a digest of the word
         alignment its phrase table was built from, the one input that can differ between
-        machines (ja-en-kyoto is aligned here: the same on every machine where
-        seeded_alignment can fix eflomal's seed, else different on each; a shipped alignment
-        gives the same one everywhere)."""
+        machines (ja-en-kyoto is aligned here: the same on every run of a machine where
+        seeded_alignment can fix eflomal's seed, maybe another on another machine; a shipped
+        alignment gives the same one everywhere)."""
         return _digest_file(hashlib.sha256(), self.cdir / "aligned.grow-diag-final-and").hexdigest()[:12]
 
     # ------------------------------------------------------------------- step 1: corpus
