@@ -161,6 +161,22 @@ protected:
       boost::hash_combine(seed, boost::hash_range(m_context, m_context + Config().GetNumberOfTypes()));
   }
 
+  // The same for a forward state: what ComparePrevScores compares, the previous option's
+  // scores of this direction, must be in its hash, or two hypotheses over the same last range
+  // whose last options score differently are merged and an n-best entry below the best gets
+  // the other option's forward scores. Moses2's own LexicalReordering hashes the range alone
+  // (PhraseBasedReorderingState::hash) and does merge them; a model without context keeps
+  // that, so it decodes exactly as Moses2's table does. A context model's forward state
+  // hashes the scores.
+  void CombinePrevScores(size_t &seed) const {
+    if (!Context()) return;
+    const size_t n = Config().GetNumberOfTypes();
+    if (m_prevRow.table != NULL)
+      boost::hash_combine(seed, boost::hash_range(m_prevRow.table + m_offset, m_prevRow.table + m_offset + n));
+    if (m_prevRow.model != NULL)
+      boost::hash_combine(seed, boost::hash_range(m_prevRow.model + m_block, m_prevRow.model + m_block + n));
+  }
+
   int CompareRows(const SCORE *mine, const SCORE *yours, size_t start) const {
     return reordering::CompareScores(mine ? mine + start : NULL, yours ? yours + start : NULL,
                                      Config().GetNumberOfTypes());
@@ -199,6 +215,7 @@ public:
     size_t ret = (size_t) &m_prevPath->range;
     boost::hash_combine(ret, m_direction);
     if (m_direction == LRModel::Backward) CombineContext(ret);
+    else CombinePrevScores(ret);
     return ret;
   }
   bool operator==(const FFState &o) const {
@@ -268,7 +285,9 @@ public:
     m_coverage = coverage;
   }
   size_t hash() const {
-    return hash_value(m_prevPath->range);
+    size_t ret = hash_value(m_prevPath->range);
+    CombinePrevScores(ret);
+    return ret;
   }
   bool operator==(const FFState &o) const {
     if (&o == this) return true;

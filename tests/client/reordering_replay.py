@@ -138,6 +138,68 @@ def phrase_table_alignments(path: Path) -> dict[tuple[str, str], tuple[tuple[int
     return out
 
 
+@dataclass(frozen=True)
+class TableRow:
+    target: tuple[str, ...]
+    alignment: tuple[tuple[int, int], ...]
+    scores: np.ndarray  # the row's scores as the decoder adds them: max(ln x, -100) each
+
+
+def phrase_table_rows(path: Path) -> dict[tuple[str, ...], list[TableRow]]:
+    """source words -> every row of the phrase table for them."""
+    out: dict[tuple[str, ...], list[TableRow]] = {}
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            fields = line.rstrip("\n").split(" ||| ")
+            scores = np.maximum(np.log(np.array(fields[2].split(), dtype=np.float64)), -100.0)
+            align = tuple(sorted(tuple(map(int, p.split("-"))) for p in fields[3].split()))
+            out.setdefault(tuple(fields[0].split()), []).append(TableRow(tuple(fields[1].split()), align, scores))
+    return out
+
+
+def segmentations(source: list[str], words: list[str], rows: dict[tuple[str, ...], list[TableRow]],
+                  most: int = 100_000) -> list[tuple[list[Phrase], np.ndarray]]:
+    """Every way Moses could have made `words` from `source` with this phrase table: phrases
+    in target order over disjoint source spans covering the sentence, each with the sum of
+    its rows' scores. For an n-best list that names no segmentation (Moses2's); more than
+    `most` of them is an error, not a silent cut."""
+    longest = max((len(k) for k in rows), default=0)
+    by_target: dict[tuple[str, ...], list[tuple[int, int, TableRow]]] = {}
+    for i in range(len(source)):
+        for j in range(i + 1, min(len(source), i + longest) + 1):
+            for row in rows.get(tuple(source[i:j]), ()):
+                by_target.setdefault(row.target, []).append((i, j, row))
+    found: list[tuple[list[Phrase], np.ndarray]] = []
+    full = (1 << len(source)) - 1
+
+    def extend(t: int, covered: int, placed: list[tuple[int, int, TableRow]]) -> None:
+        if t == len(words):
+            if covered == full:
+                if len(found) == most:
+                    raise ValueError(f"more than {most} segmentations of {' '.join(words)!r}")
+                found.append(([Phrase(i, j, r.target, r.alignment) for i, j, r in placed],
+                              sum(r.scores for _, _, r in placed)))
+            return
+        for k in range(1, len(words) - t + 1):
+            for i, j, row in by_target.get(tuple(words[t:t + k]), ()):
+                span = ((1 << j) - 1) ^ ((1 << i) - 1)
+                if not covered & span:
+                    extend(t + k, covered | span, placed + [(i, j, row)])
+
+    extend(0, 0, [])
+    return found
+
+
+def distortion(phrases: list[Phrase]) -> float:
+    """Moses's Distortion feature of phrases in target order: minus the sum of the jumps,
+    the first measured from the sentence's start (moses2/FF/Distortion.cpp)."""
+    total, prev_end = 0, None
+    for p in phrases:
+        total += p.start if prev_end is None else abs(prev_end - p.start)
+        prev_end = p.end
+    return -float(total)
+
+
 def served_blocks(address: str, model: str, source: list[str], phrases: list[Phrase]
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A context model's blocks for `phrases` of one sentence: own [n x outputs],

@@ -44,8 +44,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from moses_failover import Watched  # noqa: E402
 from moses_system import (System, compare, complete_table, decode, external_line,  # noqa: E402
                           lexical_line, n_scores, served_prior)
-from reordering_replay import (expected_values, phrase_table_alignments, read_moses_nbest,  # noqa: E402
-                               read_segmented_best, served_blocks)
+from reordering_replay import (distortion, expected_values, feature_values, phrase_table_alignments,  # noqa: E402
+                               phrase_table_rows, read_moses_nbest, read_segmented_best, segmentations,
+                               served_blocks)
 from server.local import LocalServer  # noqa: E402
 
 
@@ -507,6 +508,66 @@ def test_a_context_models_scores_are_its_blocks_combined_along_each_hypothesis(s
     assert blind > len(hypotheses) / 2, f"only {blind} of {len(hypotheses)} hypotheses change without context"
     if decoder == "moses":
         assert len(hypotheses) > 10 * N_SENTENCES
+
+
+@needs_moses2
+@pytest.mark.parametrize("moses_type", CONTEXT_TYPES)
+def test_moses2_n_best_entries_of_a_context_model_carry_their_own_histories_values(system, context_server,
+                                                                                 moses_type, tmp_path):
+    """Moses2 merges hypotheses whose states hash alike (it never calls the states'
+    operator==), and the entries of an n-best list below the best are the merged ones: a
+    merge of two hypotheses whose last phrases differ in context words (the backward state's
+    hash without the neighbour block, before ab715d7) gives an entry the values of another
+    history. Moses2 writes no segmentation in n-best lists, so each of the 20 entries is
+    matched with the segmentations of its words that give its translation-model,
+    phrase-penalty and distortion values (reordering_replay.segmentations), and its
+    reordering values must be what one of them gives with the served blocks."""
+    _, sys_, src = system
+    model = f"ctx-{moses_type}"
+    path = ini(sys_, tmp_path / "ctx.ini", external_line(moses_type, context_server.address, model), 6)
+    nbest = tmp_path / "ctx.nbest"
+    run = decode(MOSES2, path, src, flags=("-n-best-list", str(nbest), "20"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    sources = [line.split() for line in src.read_text(encoding="utf-8").splitlines()]
+    rows = phrase_table_rows(sys_.phrase_table)
+    kind = "hier" if moses_type.startswith("hier") else "phrase"
+    by_sentence: dict[int, list[tuple[list[str], str]]] = defaultdict(list)
+    for line in nbest.read_text(encoding="utf-8").splitlines():
+        fields = line.split(" ||| ")
+        by_sentence[int(fields[0])].append((fields[1].split(), fields[2]))
+    assert set(by_sentence) == set(range(N_SENTENCES))
+    entries = sum(len(e) for e in by_sentence.values())
+    unmatched, wrong, pinned, blind = [], [], 0, 0
+    for sentence, group in by_sentence.items():
+        source = sources[sentence]
+        matched = []
+        for words, scores in group:
+            tm, penalty = feature_values(scores, "TranslationModel0"), feature_values(scores, "PhrasePenalty0")[0]
+            jumps = feature_values(scores, "Distortion0")[0]
+            candidates = [seg for seg, sums in segmentations(source, words, rows)
+                          if len(seg) == round(penalty) and distortion(seg) == jumps
+                          and np.allclose(sums, tm, rtol=1e-4, atol=2e-3)]
+            if not candidates:
+                unmatched.append((sentence, " ".join(words)))
+            pinned += len(candidates) == 1
+            matched.append((words, feature_values(scores, "LexicalReordering0"), candidates))
+        phrases = list(dict.fromkeys(p for _, _, cands in matched for seg in cands for p in seg))
+        row = {p: i for i, p in enumerate(phrases)}
+        own, neighbour, boundary = served_blocks(context_server.address, model, source, phrases)
+        for words, values, candidates in matched:
+            def replay(seg, context=True):
+                rows_ = [row[p] for p in seg]
+                return expected_values(kind, seg, len(source), own[rows_], neighbour[rows_], boundary, context=context)
+            if candidates and not any(np.allclose(values, replay(seg), rtol=2e-5, atol=2e-5) for seg in candidates):
+                wrong.append((sentence, " ".join(words), values.tolist()))
+            blind += bool(candidates) and not any(np.allclose(values, replay(seg, False), rtol=2e-5, atol=2e-5)
+                                                  for seg in candidates)
+    assert unmatched == []
+    assert wrong == []
+    assert entries > 10 * N_SENTENCES
+    assert pinned > entries / 2, f"only {pinned} of {entries} entries have one segmentation that fits"
+    # the check sees a decoder that drops the neighbour blocks
+    assert blind > entries / 2, f"only {blind} of {entries} entries change without context"
 
 
 @pytest.mark.parametrize("decoder", DECODERS)
