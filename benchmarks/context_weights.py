@@ -25,6 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from training.features.hashing import hash_tokens  # noqa: E402
+from training.features.keytable import KeyIndex  # noqa: E402
 from training.features.neighbour import BACKWARD, FORWARD, neighbour_keys  # noqa: E402
 from training.modelfile.model import load_model  # noqa: E402
 
@@ -42,12 +43,6 @@ def vocabulary(path: Path) -> collections.Counter:
     return counts
 
 
-def lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Row of each wanted key in the model's sorted keys, -1 where the model has none."""
-    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    return np.where(keys[at] == wanted, at, -1)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, required=True, help="the context model's weight file")
@@ -59,8 +54,9 @@ def main() -> None:
     model = load_model(args.model, warm_up=False)
     plain = load_model(args.plain, warm_up=False)
     keys, weights = model.keys, np.asarray(model.weights)
+    rows_of = KeyIndex(keys).lookup
     k = len(model.classes)
-    context = lookup(plain.keys, keys) < 0
+    context = KeyIndex(plain.keys).lookup(keys) < 0
     # the weight a key can move: its spread over the classes of the direction it scores
     spread = {d: weights[:, i * k:(i + 1) * k].max(axis=1) - weights[:, i * k:(i + 1) * k].min(axis=1)
               for i, d in enumerate((BACKWARD, FORWARD))}
@@ -69,27 +65,28 @@ def main() -> None:
           f"(not in {args.plain.name}'s {len(plain.keys):,})")
     print("\n| side | template | words in the corpus | keys in the model | share of the side's context weight |")
     print("|---|---|---|---|---|")
+    vocabularies = []  # (template, its key column, words, their counts, their hashes), read once
+    for template, column, path in (("target word", 0, args.tgt), ("source word", 1, args.src)):
+        counts = vocabulary(path)
+        words = list(counts)
+        vocabularies.append((template, column, words, np.array([counts[w] for w in words]), hash_tokens(words)))
     tops = []
     for side, direction in (("prev", BACKWARD), ("next", FORWARD)):
         accounted = 0.0
-        for template, column, path in (("target word", 0, args.tgt), ("source word", 1, args.src)):
-            counts = vocabulary(path)
-            words = list(counts)
-            hashes = hash_tokens(words)
+        for template, column, words, counts, hashes in vocabularies:
             other = np.zeros_like(hashes)
-            rows = lookup(keys, neighbour_keys(hashes if column == 0 else other,
-                                               hashes if column == 1 else other, direction)[:, column])
+            rows = rows_of(neighbour_keys(hashes if column == 0 else other,
+                                          hashes if column == 1 else other, direction)[:, column])
             found = rows >= 0
             mass = float(spread[direction][rows[found]].sum())
             accounted += mass
             print(f"| {side} | {template} | {len(words):,} | {int(found.sum()):,} | "
                   f"{100 * mass / total[direction]:.1f}% |")
-            influence = np.zeros(len(words))
-            influence[found] = spread[direction][rows[found]] * np.array([counts[w] for w in words])[found]
+            influence = np.where(found, spread[direction][rows] * counts, 0.0)
             best = np.argsort(-influence)[:args.top]
             tops.append((side, template, [(words[i], float(spread[direction][rows[i]])) for i in best if found[i]]))
-            special = [(w, float(spread[direction][rows[words.index(w)]])) for w in SPECIAL
-                       if rows[words.index(w)] >= 0]
+            special = [(w, float(spread[direction][rows[i]])) for i, w in enumerate(words)
+                       if w in SPECIAL and found[i]]
             tops.append((side, f"{template}, the edge and unaligned tokens", special))
         print(f"| {side} | target & source (the rest) | | | {100 * (1 - accounted / total[direction]):.1f}% |")
     for side, template, best in tops:

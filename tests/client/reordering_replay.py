@@ -128,16 +128,6 @@ def read_segmented_best(lines: list[str], nbest: Path, feature: str,
     return out
 
 
-def phrase_table_alignments(path: Path) -> dict[tuple[str, str], tuple[tuple[int, int], ...]]:
-    """(source, target) -> the alignment of its phrase-table row (the 4th field)."""
-    out = {}
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            fields = line.rstrip("\n").split(" ||| ")
-            out[fields[0], fields[1]] = tuple(sorted(tuple(map(int, p.split("-"))) for p in fields[3].split()))
-    return out
-
-
 @dataclass(frozen=True)
 class TableRow:
     target: tuple[str, ...]
@@ -155,6 +145,12 @@ def phrase_table_rows(path: Path) -> dict[tuple[str, ...], list[TableRow]]:
             align = tuple(sorted(tuple(map(int, p.split("-"))) for p in fields[3].split()))
             out.setdefault(tuple(fields[0].split()), []).append(TableRow(tuple(fields[1].split()), align, scores))
     return out
+
+
+def phrase_table_alignments(path: Path) -> dict[tuple[str, str], tuple[tuple[int, int], ...]]:
+    """(source, target) -> the alignment of its phrase-table row (the 4th field)."""
+    return {(" ".join(source), " ".join(row.target)): row.alignment
+            for source, rows in phrase_table_rows(path).items() for row in rows}
 
 
 def segmentations(source: list[str], words: list[str], rows: dict[tuple[str, ...], list[TableRow]],
