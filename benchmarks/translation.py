@@ -874,17 +874,15 @@ class Study:
             link = d / tool
             if not link.exists():
                 link.symlink_to(self.bin / tool)
-        # Refreshed on every call: a wrapper written by an earlier checkout (since removed)
-        # made every PRO run fail at its first optimisation.
+        # Refreshed on every call, and always this checkout's optimizer: a wrapper written by an
+        # earlier checkout (since removed) made every PRO run fail at its first optimisation, and
+        # the installed console script, which imports whichever checkout pip installed last,
+        # stopped a Kyoto PRO run when that checkout was cloned again (2026-12-02).
         megam = d / "megam_i686.opt"
         fresh = d / f".megam_i686.opt.{os.getpid()}.{threading.get_ident()}"
         fresh.unlink(missing_ok=True)
-        installed = shutil.which("moses-reorder-megam")
-        if installed and _console_script_is_ours(installed):
-            fresh.symlink_to(installed)            # the documented one-line install
-        else:
-            fresh.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m training.moses.megam \"$@\"\n")
-            fresh.chmod(0o755)
+        fresh.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m training.moses.megam \"$@\"\n")
+        fresh.chmod(0o755)
         os.replace(fresh, megam)
         return d
 
@@ -1303,14 +1301,6 @@ def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
             study.log(f"sweep {spec} limit {dl}: BLEU {cells[-1]}")
         out.append(f"| {system.label}, {METHOD_LABEL[run.rstrip('0123456789')]} run {run[-1]} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
-
-
-def _console_script_is_ours(path: str) -> bool:
-    """An installed moses-reorder-megam whose package resolves (an older editable install may not have it)."""
-    try:
-        return subprocess.run([path], capture_output=True, timeout=60).returncode == 2
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def copy_text(src: Path, dest: Path) -> None:
