@@ -44,6 +44,15 @@ and the plan is `articles_plan` at a distortion limit of its own (--limit, --tun
     python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --limit L --jobs 2
     python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --extra-test DIR
 
+Two cheaper looks at what a reordering model does in the decoder (issue 48), for runs already
+tuned: `--cross-decode A@B:pro1+pro2+pro3` decodes the test set with system A under B's tuned
+weights (svm S6,neighbour under svm S6's: the context alone, untuned), and `--dev-pools
+B:pro1+pro2+pro3` decodes the tuning set's 100-best lists with B's weights and counts how often
+its reordering feature orders their hypotheses as sentence BLEU does:
+
+    python3 benchmarks/translation.py --moses INST --cross-decode svm-S6-ctx-dl12@svm-S6-dl12:pro1+pro2+pro3
+    python3 benchmarks/translation.py --moses INST --dev-pools lexical-dl12:pro1,svm-S6-dl12:pro1
+
 Run from the repository root (its `training`/`server` packages are the ones used).
 The Moses build (with ExternalReordering installed by moses_ff/install.sh) and the work
 files stay outside the repository; only the record is kept in it. It measures; it
@@ -1262,6 +1271,136 @@ def breakdown(study: Study, runs: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def dev_pool(study: Study, system_name: str, run: str) -> Path:
+    """WORK/runs/<system>/<run>/devpool: the tuning set's 100-best lists decoded with the run's
+    tuned weights, and the features and BLEU statistics Moses's extractor takes from them, in
+    mert-moses.pl's file names (run1.features.dat, run1.scores.dat), so that
+    benchmarks/tuner_pool.py reads it as a one-iteration pool. Unlike a run's own mert/ folder
+    it exists for restored runs too (the record keeps weights, not pools), and every system's
+    pool is made the same way: the translations its tuned model weighs against each other."""
+    system, d = SYSTEMS[system_name], study.work / "runs" / system_name / run
+    pool = d / "devpool"
+    if (pool / "run1.scores.dat").is_file():
+        return pool
+    if not (d / "tuned.ini").is_file():
+        raise SystemExit(f"--dev-pools {system_name}:{run}: not tuned yet ({d / 'tuned.ini'} is missing)")
+    study.prepare_system(system)
+    tmp = d / ".devpool"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    sections = read_ini(study.system_ini(system, "dev", weights_from=d / "tuned.ini"))
+    write_ini(tmp / "dev.ini", sections)
+    nbest = tmp / f"run1.best{NBEST}.out"
+    with open(study.tune_text(SRC), "rb") as fin, open(tmp / "run1.out", "wb") as fout, \
+            open(tmp / "decode.log", "wb") as ferr:
+        wall = study.run([study.bin / study.decoder, "-f", tmp / "dev.ini", "-threads", "1",
+                          "-n-best-list", nbest, str(NBEST), "distinct"], stdin=fin, stdout=fout, stderr=ferr)
+    with open(tmp / "extract.log", "wb") as log:   # mert-moses.pl's scorer settings (its log, iteration 1)
+        study.run([study.mertdir() / "extractor", "--sctype", "BLEU", "--scconfig", "case:true",
+                   "--scfile", tmp / "run1.scores.dat", "--ffile", tmp / "run1.features.dat",
+                   "-r", study.tune_text(TGT), "-n", nbest], stdout=log, stderr=log)
+    nbest.unlink()                                  # 3 MB a pool; the .dat files hold what is scored
+    os.replace(tmp, pool)
+    study.log(f"dev pool {system_name}:{run}: decoded in {wall:.0f} s")
+    return pool
+
+
+def dev_pool_ranks(study: Study, runs: list[str], feature: str = "LexicalReordering0") -> str:
+    """Issue 48's decoder-side measure: on each run's dev pool (dev_pool), how often the
+    reordering feature's weighted share of the model score orders two hypotheses of a sentence
+    as their sentence BLEU does (tuner_pool.rank_agreement: 5,000 sampled pairs a sentence, at
+    least 0.05 BLEU apart), next to the whole model's. Gold-event accuracy cannot see this: it
+    scores the reference's phrase pairs and neighbours, not the wrong ones the decoder weighs.
+    SYSTEM:pro1+pro2+pro3 pools the runs' counts."""
+    if str(REPO / "benchmarks") not in sys.path:   # imported by the tests as a file, not run
+        sys.path.insert(0, str(REPO / "benchmarks"))
+    import tuner_pool   # imports this module's read_ini: loaded here, not at the top, to avoid the cycle
+
+    out = [f"| system | runs | hypothesis pairs | whole model orders them as BLEU | {feature} alone | "
+           f"{feature} ties | tuned weights' BLEU on their pool |", "|---|---|---:|---:|---:|---:|---:|"]
+    for spec in runs:
+        name, pooled = spec.split(":")
+        if name not in SYSTEMS:
+            raise SystemExit(f"--dev-pools {spec}: no system named {name}")
+        counts = np.zeros((2, 3))       # (whole, feature) x (agree, tie, total)
+        bleus = []
+        for run in pooled.split("+"):
+            pool = dev_pool(study, name, run)
+            names, feats, stats = tuner_pool.read_pool(pool)
+            weights = tuner_pool.dense_weights(study.work / "runs" / name / run / "tuned.ini", names)
+            bleus.append(tuner_pool.pool_bleu(weights, feats, stats)[0])
+            distinct = tuner_pool.distinct_pool(feats, stats)
+            mask = tuner_pool.feature_mask(names, feature)
+            for row, w in enumerate((weights, np.where(mask, weights, 0.0))):
+                agree, tie, total = tuner_pool.rank_agreement(w, *distinct)
+                counts[row] += (agree * total, tie * total, total)
+        (wa, _, wt), (fa, ft, ftot) = counts
+        out.append(f"| {SYSTEMS[name].label} | {pooled} | {int(ftot):,} | {100 * wa / wt:.1f}% | "
+                   f"{100 * fa / ftot:.1f}% | {100 * ft / ftot:.1f}% | {fmt_runs(bleus)} |")
+    return "\n".join(out) + "\n"
+
+
+def cross_decode(study: Study, specs: list[str]) -> str:
+    """Decode the test set with one system's reordering model and another's tuned weights
+    (SYSTEM@TUNED:pro1+pro2+pro3): with svm S6's weights, svm S6,neighbour differs from svm S6
+    only in the context blocks, so their difference is what the context does in the decoder
+    before any tuning, at the cost of one test decode a run instead of a tuning run (hours of a
+    core on ja-en). Each row is compared with TUNED's own test outputs of the same runs (paired
+    bootstrap on the pooled outputs), and the decode time with theirs, decoded in this call."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    refs = lines_of(study.text("test", TGT))
+    bleu, chrf = BLEU(tokenize="none", force=True), CHRF()
+    out = ["| reordering model | weights tuned for | runs | BLEU | chrF | Δ BLEU | p BLEU | Δ chrF | p chrF | "
+           "s/sent (theirs, this call) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for spec in specs:
+        pair, pooled = spec.split(":")
+        name, tuned_for = pair.split("@")
+        for n in (name, tuned_for):
+            if n not in SYSTEMS:
+                raise SystemExit(f"--cross-decode {spec}: no system named {n}")
+        system = SYSTEMS[name]
+        mine, theirs, secs = [], [], {"mine": [], "theirs": []}
+        for run in pooled.split("+"):
+            src = study.work / "runs" / tuned_for / run
+            if not (src / "test.out").is_file():
+                raise SystemExit(f"--cross-decode {spec}: {tuned_for} {run} has no test decode yet")
+            theirs.append(lines_of(src / "test.out"))
+            for who, sys_, d in (("mine", system, study.work / "cross" / f"{name}@{tuned_for}" / run),
+                                 ("theirs", SYSTEMS[tuned_for], study.work / "cross" / f"{tuned_for}@{tuned_for}" / run)):
+                if not (d / "test.json").is_file():
+                    study.prepare_system(sys_)
+                    d.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src / "tuned.ini", d / "tuned.ini")
+                    ini = study.system_ini(sys_, "test", weights_from=d / "tuned.ini")
+                    sections = read_ini(ini)   # the tuned weights of features this system does not have go
+                    sections["weight"] = [w for w in sections["weight"]
+                                          if w.split("=", 1)[0].strip() in feature_names(sections["feature"])]
+                    write_ini(ini, sections)
+                    wall = study.translate(ini, "test", d / ".test.out", d / "test.log")
+                    took, timed = decode_seconds(d / "test.log", wall, count_lines(d / ".test.out"))
+                    same = (d / ".test.out").read_bytes() == (src / "test.out").read_bytes()
+                    os.replace(d / ".test.out", d / "test.out")
+                    (d / "test.json").write_text(json.dumps({"sec_per_sent": took / max(1, timed),
+                                                             "same_as_recorded": same}) + "\n")
+                    study.log(f"cross {d.parent.name} {run}: {took / max(1, timed):.3f} s/sent"
+                              + (f", same output as the recorded decode: {same}" if who == "theirs" else ""))
+                secs[who].append(json.loads((d / "test.json").read_text())["sec_per_sent"])
+                if who == "mine":
+                    mine.append(lines_of(d / "test.out"))
+        b = [bleu.corpus_score(h, [refs]).score for h in mine]
+        c = [chrf.corpus_score(h, [refs]).score for h in mine]
+        tb = [bleu.corpus_score(h, [refs]).score for h in theirs]
+        tc = [chrf.corpus_score(h, [refs]).score for h in theirs]
+        t = pooled_test(theirs, mine, refs)
+        ratio = statistics.mean(secs["mine"]) / statistics.mean(secs["theirs"])
+        out.append(f"| {system.label} | {SYSTEMS[tuned_for].label} | {pooled} | {fmt_runs(b)} | {fmt_runs(c)} | "
+                   f"{statistics.mean(b) - statistics.mean(tb):+.2f} | {t['p_bleu']:.3f} | "
+                   f"{statistics.mean(c) - statistics.mean(tc):+.2f} | {t['p_chrf']:.3f} | "
+                   f"{statistics.mean(secs['mine']):.3f} ({statistics.mean(secs['theirs']):.3f}; {ratio:.2f}x) |")
+    return "\n".join(out) + "\n"
+
+
 def sweep_distortion(study: Study, limits: list[int], runs: list[str]) -> str:
     """Re-decode the test set of finished runs (SYSTEM:METHODk) with their tuned weights and only
     the distortion limit changed: a cheap look at whether a limit is worth tuning for. The
@@ -1340,6 +1479,17 @@ def read_ini(path: Path) -> dict[str, list[str]]:
 def feature_value(line: str, key: str) -> str:
     """The value of KEY= on a [feature] line."""
     return next(kv.split("=", 1)[1] for kv in line.split() if kv.startswith(f"{key}="))
+
+
+def feature_names(features: list[str]) -> set[str]:
+    """The names Moses gives an ini's [feature] lines: name=, else the type and its count so far."""
+    names, seen = set(), {}
+    for line in features:
+        kind = line.split()[0]
+        given = re.search(r"(?:^|\s)name=(\S+)", line)
+        names.add(given.group(1) if given else f"{kind}{seen.get(kind, 0)}")
+        seen[kind] = seen.get(kind, 0) + 1
+    return names
 
 
 def weight_values(lines: list[str]) -> dict[str, list[str]]:
@@ -1475,7 +1625,6 @@ def lines_of(path: Path) -> list[str]:
 
 def score_rows(study: Study, subset: str) -> tuple[list[dict], dict]:
     from sacrebleu.metrics import BLEU, CHRF
-    from sacrebleu.significance import PairedTest
 
     refs = lines_of(study.text(subset, TGT))
     bleu, chrf = BLEU(tokenize="none", force=True), CHRF()
@@ -1510,21 +1659,28 @@ def score_rows(study: Study, subset: str) -> tuple[list[dict], dict]:
         mine = outputs[(row["system"], row["method"])]
         if row["system"] == baseline or base is None:
             continue
-        n = min(len(base), len(mine))
-        pooled_base = [h for run in base[:n] for h in run]
-        pooled_mine = [h for run in mine[:n] for h in run]
-        pooled_refs = refs * n
-        test = PairedTest([(baseline, pooled_base), (row["system"], pooled_mine)],
-                          {"BLEU": BLEU(tokenize="none", force=True), "chrF": CHRF()},
-                          [pooled_refs], test_type="bs", n_samples=1000)
-        _, scores = test()
-        bleu_key, chrf_key = (next(k for k in scores if k.startswith(m)) for m in ("BLEU", "chrF"))
-        row["pooled_runs"] = n
-        row["p_bleu"] = scores[bleu_key][1].p_value
-        row["p_chrf"] = scores[chrf_key][1].p_value
-        row["pooled_bleu"] = (scores[bleu_key][0].score, scores[bleu_key][1].score)
-        row["pooled_chrf"] = (scores[chrf_key][0].score, scores[chrf_key][1].score)
+        row.update(pooled_test(base, mine, refs))
     return rows, outputs
+
+
+def pooled_test(base: list[list[str]], mine: list[list[str]], refs: list[str]) -> dict:
+    """Paired bootstrap (sacrebleu, 1000 resamples) of two systems' runs, the first n runs of
+    each pooled (their outputs one after another, each against the references): what a run's
+    tuning noise does to one comparison is then averaged over n."""
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    n = min(len(base), len(mine))
+    pooled_base = [h for run in base[:n] for h in run]
+    pooled_mine = [h for run in mine[:n] for h in run]
+    test = PairedTest([("baseline", pooled_base), ("system", pooled_mine)],
+                      {"BLEU": BLEU(tokenize="none", force=True), "chrF": CHRF()},
+                      [refs * n], test_type="bs", n_samples=1000)
+    _, scores = test()
+    bleu_key, chrf_key = (next(k for k in scores if k.startswith(m)) for m in ("BLEU", "chrF"))
+    return {"pooled_runs": n, "p_bleu": scores[bleu_key][1].p_value, "p_chrf": scores[chrf_key][1].p_value,
+            "pooled_bleu": (scores[bleu_key][0].score, scores[bleu_key][1].score),
+            "pooled_chrf": (scores[chrf_key][0].score, scores[chrf_key][1].score)}
 
 
 def fmt_runs(values: list[float]) -> str:
@@ -1668,6 +1824,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="only print the test BLEU of finished runs (SYSTEM:METHODk, comma-separated; the first "
                         "is the reference) by source length and, for test articles aligned here, by the longest "
                         "jump their gold alignment needs")
+    p.add_argument("--cross-decode", metavar="SPECS",
+                   help="only decode the test set with one system's model and another's tuned weights "
+                        "(SYSTEM@TUNED:pro1+pro2+pro3, comma-separated) and compare with TUNED's own outputs")
+    p.add_argument("--dev-pools", metavar="RUNS",
+                   help="only decode the tuning set's 100-best lists with finished runs' tuned weights "
+                        "(SYSTEM:METHODk, or SYSTEM:pro1+pro2+pro3 to pool runs; comma-separated) and print "
+                        "how often the reordering feature orders their hypotheses as sentence BLEU does")
     p.add_argument("--sweep-runs", default="lexical:mert1,svm-S6:mert1",
                    help="finished runs for --sweep-distortion, SYSTEM:METHODk (default lexical:mert1,svm-S6:mert1)")
     args = p.parse_args(argv)
@@ -1732,6 +1895,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.breakdown:
         print(breakdown(study, args.breakdown.split(",")))
         return 0
+    for specs, measure, saved in ((args.cross_decode, cross_decode, "cross-decode.md"),
+                                  (args.dev_pools, dev_pool_ranks, "dev-pools.md")):
+        if specs:
+            try:
+                text = measure(study, specs.split(","))
+            finally:
+                study.stop_server()
+            (study.work / saved).write_text(text, encoding="utf-8")
+            print(text)
+            return 0
     if args.sweep_distortion:
         try:
             print(sweep_distortion(study, [int(x) for x in args.sweep_distortion.split(",")],

@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
@@ -490,6 +491,25 @@ def _moses_install() -> tuple[Path | None, str]:
 MOSES_INSTALL, NO_MOSES_INSTALL = _moses_install()
 
 
+def _thousand_pair_study(tmp_path: Path, embedded_dir: Path, port: int, test_lines: slice) -> "study_mod.Study":
+    """A system the study builds with Moses from the first 1,000 embedded pairs: dev is the
+    embedded test set's first 20 sentences, test the lines `test_lines` of it."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("train.ja", "train.en", "train.align"):
+        head = (embedded_dir / name).read_text(encoding="utf-8").splitlines(keepends=True)[:1000]
+        (corpus / name).write_text("".join(head), encoding="utf-8")
+    for lang in ("ja", "en"):
+        lines = (embedded_dir / f"test.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)
+        (corpus / f"dev.{lang}").write_text("".join(lines[:20]), encoding="utf-8")
+        (corpus / f"test.{lang}").write_text("".join(lines[test_lines]), encoding="utf-8")
+    args = argparse.Namespace(moses=str(MOSES_INSTALL), corpus=str(corpus), work=str(tmp_path / "work"), heldout=0,
+                              port=port, best="svm-S6", record="")
+    study = study_mod.Study(args)
+    study_mod.build_system(study)
+    return study
+
+
 @pytest.mark.skipif(MOSES_INSTALL is None, reason=NO_MOSES_INSTALL)
 def test_extra_test_decodes_another_test_set_with_every_finished_run(tmp_path, embedded_dir):
     """Issue 29 step 6, end to end with Moses: a system built by the study from 1,000 embedded
@@ -499,21 +519,12 @@ def test_extra_test_decodes_another_test_set_with_every_finished_run(tmp_path, e
     anything is copied."""
     from sacrebleu.metrics import BLEU
 
-    corpus, extra = tmp_path / "corpus", tmp_path / "other-articles"
-    corpus.mkdir()
+    extra = tmp_path / "other-articles"
     extra.mkdir()
-    for name in ("train.ja", "train.en", "train.align"):
-        head = (embedded_dir / name).read_text(encoding="utf-8").splitlines(keepends=True)[:1000]
-        (corpus / name).write_text("".join(head), encoding="utf-8")
     for lang in ("ja", "en"):
         lines = (embedded_dir / f"test.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)
-        for subset in ("dev", "test"):
-            (corpus / f"{subset}.{lang}").write_text("".join(lines[:20]), encoding="utf-8")
         (extra / f"test.{lang}").write_text("".join(lines[20:45]), encoding="utf-8")
-    args = argparse.Namespace(moses=str(MOSES_INSTALL), corpus=str(corpus), work=str(tmp_path / "work"), heldout=0,
-                              port=50998, best="svm-S6", record="")
-    study = study_mod.Study(args)
-    study_mod.build_system(study)
+    study = _thousand_pair_study(tmp_path, embedded_dir, port=50998, test_lines=slice(0, 20))
     jobs = study_mod.articles_plan("svm-S6", 12, "mert")
     finished = [study_mod.Job("tune", name, "mert", 1) for name in ("lexical-dl12", "none-dl12")]
     for job in finished:
@@ -586,3 +597,50 @@ def test_the_table_names_runs_tuned_on_another_build_of_the_system(tmp_path, cor
     # the alignment is the build: another alignment, another digest
     (study.cdir / "aligned.grow-diag-final-and").write_text("0-0\n", encoding="utf-8")
     assert make_study(tmp_path, study.work, corpus).system_id != build
+
+
+@pytest.mark.skipif(MOSES_INSTALL is None, reason=NO_MOSES_INSTALL)
+def test_cross_decode_and_dev_pools_measure_what_the_decoder_did(tmp_path, embedded_dir):
+    """Issue 48's decoder-side measures, end to end with Moses on a system the study builds
+    from 1,000 embedded pairs and one finished Lexical run (the untuned ini's weights as its
+    tuned ones, its test decode made by the study): `--cross-decode none-dl12@lexical-dl12`
+    decodes the test set without a reordering model under Lexical's weights, and decodes
+    Lexical again, which must give its recorded output; `--dev-pools` makes the run's 100-best
+    pool, in which the run's own weights pick the decoder's 1-best on every sentence, so the
+    pool's BLEU is that 1-best's sacrebleu BLEU."""
+    study = _thousand_pair_study(tmp_path, embedded_dir, port=50997, test_lines=slice(20, 45))
+    corpus = study.corpus
+    job = study_mod.Job("tune", "lexical-dl12", "pro", 1)
+    d = study.run_dir(job)
+    d.mkdir(parents=True)
+    (d / "tuned.ini").write_bytes(study.system_ini(study_mod.SYSTEMS[job.system], "dev").read_bytes())
+    study.decode(job, study_mod.SYSTEMS[job.system], d, "test")
+    refs = (corpus / "test.en").read_text(encoding="utf-8").splitlines()
+    bleu = BLEU(tokenize="none", force=True)
+
+    text = study_mod.cross_decode(study, ["none-dl12@lexical-dl12:pro1"])
+    row = next(r for r in text.splitlines() if r.startswith("| no reordering model")).split(" | ")
+    mine = (study.work / "cross" / "none-dl12@lexical-dl12" / "pro1" / "test.out").read_text(encoding="utf-8")
+    theirs = (d / "test.out").read_text(encoding="utf-8").splitlines()
+    assert row[3] == f"{bleu.corpus_score(mine.splitlines(), [refs]).score:.2f}"
+    own = bleu.corpus_score(theirs, [refs]).score
+    assert row[5] == f"{bleu.corpus_score(mine.splitlines(), [refs]).score - own:+.2f}"
+    again = json.loads((study.work / "cross" / "lexical-dl12@lexical-dl12" / "pro1" / "test.json").read_text())
+    assert again["same_as_recorded"] is True          # the same system and weights decode alike
+
+    text = study_mod.dev_pool_ranks(study, ["lexical-dl12:pro1"])
+    pool = d / "devpool"
+    assert sorted(p.name for p in pool.glob("run1.*")) == ["run1.features.dat", "run1.out", "run1.scores.dat"]
+    one_best = (pool / "run1.out").read_text(encoding="utf-8").splitlines()
+    assert len(one_best) == 20
+    dev_refs = (corpus / "dev.en").read_text(encoding="utf-8").splitlines()
+    cells = text.splitlines()[2].rstrip(" |").split(" | ")
+    assert cells[1] == "pro1" and int(cells[2].replace(",", "")) > 0
+    tuner_pool = sys.modules["tuner_pool"]                 # what dev_pool_ranks scores the pool with
+    names, feats, stats = tuner_pool.read_pool(pool)
+    weights = tuner_pool.dense_weights(d / "tuned.ini", names)
+    best = sum(s[int(np.argmax(f @ weights))] for f, s in zip(feats, stats))
+    score = bleu.corpus_score(one_best, [dev_refs])       # n-gram matches and totals, lengths
+    assert [int(x) for x in best[0:8:2]] == score.counts and [int(x) for x in best[1:8:2]] == score.totals
+    assert (int(best[1]), int(best[8])) == (score.sys_len, score.ref_len)
+    assert cells[6] == f"{tuner_pool.pool_bleu(weights, feats, stats)[0]:.2f}"
