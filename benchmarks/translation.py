@@ -1288,8 +1288,7 @@ def dev_pool(study: Study, system_name: str, run: str) -> Path:
     tmp = d / ".devpool"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    sections = read_ini(study.system_ini(system, "dev", weights_from=d / "tuned.ini"))
-    write_ini(tmp / "dev.ini", sections)
+    shutil.copyfile(study.system_ini(system, "dev", weights_from=d / "tuned.ini"), tmp / "dev.ini")
     nbest = tmp / f"run1.best{NBEST}.out"
     with open(study.tune_text(SRC), "rb") as fin, open(tmp / "run1.out", "wb") as fout, \
             open(tmp / "decode.log", "wb") as ferr:

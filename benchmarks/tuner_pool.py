@@ -87,7 +87,7 @@ def dense_weights(ini: Path, names: list[str]) -> np.ndarray:
 def pool_bleu(weights: np.ndarray, feats: list[np.ndarray], stats: list[np.ndarray]) -> tuple[float, float]:
     """Corpus BLEU (%) and length ratio of each sentence's model-best hypothesis in the pool."""
     total = sum(s[int(np.argmax(f @ weights))] for f, s in zip(feats, stats))
-    if not all(total[2 * k] for k in range(NGRAM)):   # an order with no match: corpus BLEU is 0 (sacrebleu's too)
+    if not all(total[2 * k] for k in range(NGRAM)):   # an order with no match: unsmoothed corpus BLEU is 0
         return 0.0, total[1] / total[2 * NGRAM]
     log_precision = sum(math.log(total[2 * k] / total[2 * k + 1]) for k in range(NGRAM)) / NGRAM
     hyp, ref = total[1], total[2 * NGRAM]
