@@ -48,10 +48,12 @@ Two cheaper looks at what a reordering model does in the decoder (issue 48), for
 tuned: `--cross-decode A@B:pro1+pro2+pro3` decodes the test set with system A under B's tuned
 weights (svm S6,neighbour under svm S6's: the context alone, untuned), and `--dev-pools
 B:pro1+pro2+pro3` decodes the tuning set's 100-best lists with B's weights and counts how often
-its reordering feature orders their hypotheses as sentence BLEU does:
+its reordering feature orders their hypotheses as sentence BLEU does (`A@B:pro1` for A's model
+under B's weights: the pool of a model no run has tuned):
 
     python3 benchmarks/translation.py --moses INST --cross-decode svm-S6-ctx-dl12@svm-S6-dl12:pro1+pro2+pro3
     python3 benchmarks/translation.py --moses INST --dev-pools lexical-dl12:pro1,svm-S6-dl12:pro1
+    python3 benchmarks/translation.py --moses INST --dev-pools svm-S6-ctx-dl12@svm-S6-dl12:pro1
 
 Run from the repository root (its `training`/`server` packages are the ones used).
 The Moses build (with ExternalReordering installed by moses_ff/install.sh) and the work
@@ -1271,24 +1273,32 @@ def breakdown(study: Study, runs: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def dev_pool(study: Study, system_name: str, run: str) -> Path:
+def dev_pool(study: Study, spec: str, run: str) -> Path:
     """WORK/runs/<system>/<run>/devpool: the tuning set's 100-best lists decoded with the run's
     tuned weights, and the features and BLEU statistics Moses's extractor takes from them, in
     mert-moses.pl's file names (run1.features.dat, run1.scores.dat), so that
     benchmarks/tuner_pool.py reads it as a one-iteration pool. Unlike a run's own mert/ folder
     it exists for restored runs too (the record keeps weights, not pools), and every system's
-    pool is made the same way: the translations its tuned model weighs against each other."""
-    system, d = SYSTEMS[system_name], study.work / "runs" / system_name / run
-    pool = d / "devpool"
+    pool is made the same way: the translations its tuned model weighs against each other.
+    SYSTEM@TUNED decodes with SYSTEM's model under TUNED's weights (as --cross-decode does),
+    into WORK/cross/SYSTEM@TUNED/<run>/devpool: the pool of a model no run has tuned yet."""
+    system_name, _, tuned_for = spec.partition("@")
+    tuned_for = tuned_for or system_name
+    system, d = SYSTEMS[system_name], study.work / "runs" / tuned_for / run
+    pool = d / "devpool" if tuned_for == system_name else \
+        study.work / "cross" / f"{system_name}@{tuned_for}" / run / "devpool"
     if (pool / "run1.scores.dat").is_file():
         return pool
     if not (d / "tuned.ini").is_file():
-        raise SystemExit(f"--dev-pools {system_name}:{run}: not tuned yet ({d / 'tuned.ini'} is missing)")
+        raise SystemExit(f"--dev-pools {spec}:{run}: not tuned yet ({d / 'tuned.ini'} is missing)")
     study.prepare_system(system)
-    tmp = d / ".devpool"
+    tmp = pool.parent / ".devpool"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    shutil.copyfile(study.system_ini(system, "dev", weights_from=d / "tuned.ini"), tmp / "dev.ini")
+    ini = study.system_ini(system, "dev", weights_from=d / "tuned.ini")
+    if tuned_for != system_name:
+        drop_foreign_weights(ini)
+    shutil.copyfile(ini, tmp / "dev.ini")
     nbest = tmp / f"run1.best{NBEST}.out"
     with open(study.tune_text(SRC), "rb") as fin, open(tmp / "run1.out", "wb") as fout, \
             open(tmp / "decode.log", "wb") as ferr:
@@ -1300,8 +1310,16 @@ def dev_pool(study: Study, system_name: str, run: str) -> Path:
                    "-r", study.tune_text(TGT), "-n", nbest], stdout=log, stderr=log)
     nbest.unlink()                                  # 3 MB a pool; the .dat files hold what is scored
     os.replace(tmp, pool)
-    study.log(f"dev pool {system_name}:{run}: decoded in {wall:.0f} s")
+    study.log(f"dev pool {spec}:{run}: decoded in {wall:.0f} s")
     return pool
+
+
+def drop_foreign_weights(ini: Path) -> None:
+    """Keep, of another system's tuned weights, those of features this ini's system has."""
+    sections = read_ini(ini)
+    sections["weight"] = [w for w in sections["weight"]
+                          if w.split("=", 1)[0].strip() in feature_names(sections["feature"])]
+    write_ini(ini, sections)
 
 
 def dev_pool_ranks(study: Study, runs: list[str], feature: str = "LexicalReordering0") -> str:
@@ -1310,7 +1328,8 @@ def dev_pool_ranks(study: Study, runs: list[str], feature: str = "LexicalReorder
     as their sentence BLEU does (tuner_pool.rank_agreement: 5,000 sampled pairs a sentence, at
     least 0.05 BLEU apart), next to the whole model's. Gold-event accuracy cannot see this: it
     scores the reference's phrase pairs and neighbours, not the wrong ones the decoder weighs.
-    SYSTEM:pro1+pro2+pro3 pools the runs' counts."""
+    SYSTEM:pro1+pro2+pro3 pools the runs' counts; SYSTEM@TUNED:RUNS is SYSTEM's model under
+    TUNED's weights (dev_pool)."""
     if str(REPO / "benchmarks") not in sys.path:   # imported by the tests as a file, not run
         sys.path.insert(0, str(REPO / "benchmarks"))
     import tuner_pool   # imports this module's read_ini: loaded here, not at the top, to avoid the cycle
@@ -1318,15 +1337,17 @@ def dev_pool_ranks(study: Study, runs: list[str], feature: str = "LexicalReorder
     out = [f"| system | runs | hypothesis pairs | whole model orders them as BLEU | {feature} alone | "
            f"{feature} ties | tuned weights' BLEU on their pool |", "|---|---|---:|---:|---:|---:|---:|"]
     for spec in runs:
-        name, pooled = spec.split(":")
-        if name not in SYSTEMS:
-            raise SystemExit(f"--dev-pools {spec}: no system named {name}")
+        pair, pooled = spec.split(":")
+        for n in pair.split("@"):
+            if n not in SYSTEMS:
+                raise SystemExit(f"--dev-pools {spec}: no system named {n}")
+        name, _, tuned_for = pair.partition("@")
         counts = np.zeros((2, 3))       # (whole, feature) x (agree, tie, total)
         bleus = []
         for run in pooled.split("+"):
-            pool = dev_pool(study, name, run)
+            pool = dev_pool(study, pair, run)
             names, feats, stats = tuner_pool.read_pool(pool)
-            weights = tuner_pool.dense_weights(study.work / "runs" / name / run / "tuned.ini", names)
+            weights = tuner_pool.dense_weights(pool / "dev.ini", names)   # the weights it decoded with
             bleus.append(tuner_pool.pool_bleu(weights, feats, stats)[0])
             distinct = tuner_pool.distinct_pool(feats, stats)
             mask = tuner_pool.feature_mask(names, feature)
@@ -1334,7 +1355,8 @@ def dev_pool_ranks(study: Study, runs: list[str], feature: str = "LexicalReorder
                 agree, tie, total = tuner_pool.rank_agreement(w, *distinct)
                 counts[row] += (agree * total, tie * total, total)
         (wa, _, wt), (fa, ft, ftot) = counts
-        out.append(f"| {SYSTEMS[name].label} | {pooled} | {int(ftot):,} | {100 * wa / wt:.1f}% | "
+        label = SYSTEMS[name].label + (f" under {SYSTEMS[tuned_for].label}'s weights" if tuned_for else "")
+        out.append(f"| {label} | {pooled} | {int(ftot):,} | {100 * wa / wt:.1f}% | "
                    f"{100 * fa / ftot:.1f}% | {100 * ft / ftot:.1f}% | {fmt_runs(bleus)} |")
     return "\n".join(out) + "\n"
 
@@ -1372,10 +1394,7 @@ def cross_decode(study: Study, specs: list[str]) -> str:
                     d.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(src / "tuned.ini", d / "tuned.ini")
                     ini = study.system_ini(sys_, "test", weights_from=d / "tuned.ini")
-                    sections = read_ini(ini)   # the tuned weights of features this system does not have go
-                    sections["weight"] = [w for w in sections["weight"]
-                                          if w.split("=", 1)[0].strip() in feature_names(sections["feature"])]
-                    write_ini(ini, sections)
+                    drop_foreign_weights(ini)
                     wall = study.translate(ini, "test", d / ".test.out", d / "test.log")
                     took, timed = decode_seconds(d / "test.log", wall, count_lines(d / ".test.out"))
                     info = {"sec_per_sent": took / max(1, timed)}
@@ -1830,8 +1849,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(SYSTEM@TUNED:pro1+pro2+pro3, comma-separated) and compare with TUNED's own outputs")
     p.add_argument("--dev-pools", metavar="RUNS",
                    help="only decode the tuning set's 100-best lists with finished runs' tuned weights "
-                        "(SYSTEM:METHODk, or SYSTEM:pro1+pro2+pro3 to pool runs; comma-separated) and print "
-                        "how often the reordering feature orders their hypotheses as sentence BLEU does")
+                        "(SYSTEM:METHODk, or SYSTEM:pro1+pro2+pro3 to pool runs, or SYSTEM@TUNED:RUNS for "
+                        "SYSTEM's model under TUNED's weights; comma-separated) and print how often the "
+                        "reordering feature orders their hypotheses as sentence BLEU does")
     p.add_argument("--sweep-runs", default="lexical:mert1,svm-S6:mert1",
                    help="finished runs for --sweep-distortion, SYSTEM:METHODk (default lexical:mert1,svm-S6:mert1)")
     args = p.parse_args(argv)

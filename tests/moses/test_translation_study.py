@@ -644,3 +644,17 @@ def test_cross_decode_and_dev_pools_measure_what_the_decoder_did(tmp_path, embed
     assert [int(x) for x in best[0:8:2]] == score.counts and [int(x) for x in best[1:8:2]] == score.totals
     assert (int(best[1]), int(best[8])) == (score.sys_len, score.ref_len)
     assert cells[6] == f"{tuner_pool.pool_bleu(weights, feats, stats)[0]:.2f}"
+
+    # another model under Lexical's weights: its own pool, decoded without Lexical's
+    # LexicalReordering0 weights (that system has no such feature), its 1-best the cross test
+    # decode's kind of output, and a row that names whose weights it used
+    text = study_mod.dev_pool_ranks(study, ["none-dl12@lexical-dl12:pro1"])
+    cross = study.work / "cross" / "none-dl12@lexical-dl12" / "pro1" / "devpool"
+    assert text.splitlines()[2].startswith("| no reordering model under Lexical")
+    names, feats, stats = tuner_pool.read_pool(cross)
+    assert not any(n.startswith("LexicalReordering") for n in names)
+    used = study_mod.weight_values(study_mod.read_ini(cross / "dev.ini")["weight"])
+    tuned = study_mod.weight_values(study_mod.read_ini(d / "tuned.ini")["weight"])
+    assert "LexicalReordering0" in tuned and "LexicalReordering0" not in used
+    assert used == {k: v for k, v in tuned.items() if k != "LexicalReordering0"}
+    assert len((cross / "run1.out").read_text(encoding="utf-8").splitlines()) == 20
