@@ -2,7 +2,7 @@
 # Build Moses with ExternalReordering from a source tarball, into a cache folder that later
 # runs reuse: the tests' MOSES_DIR and CI's build are made by this one command.
 #
-#   moses_ff/build-moses.sh [-O1] [--all | --ci] TARBALL [CACHE]
+#   moses_ff/build-moses.sh [--all | --ci] TARBALL [CACHE]
 #
 # TARBALL  a Moses source tarball (e.g. ../shared/moses/mosesdecoder-3445289.tar.xz).
 # CACHE    where build trees are kept (default ${MOSES_REORDER_CACHE:-$HOME/.cache/moses-reorder}).
@@ -12,10 +12,6 @@
 #          and benchmarks/translation.py run (the default; TARGETS below).
 # --ci     build what CI has time for (CI_TARGETS: moses2, KenLM and the tuners, about 260 of
 #          the default's 570 compilations): the moses decoder alone is 337 of them.
-# -O1      compile at -O1 instead of Moses's release -O3, in a tree of its own
-#          (CACHE/moses-<hash>-O1), so the two never mix: a file compiles in ~60% of the time
-#          and decodes the same translations more slowly (benchmarks/RESULTS.md, "CI").
-#          CI builds this way; studies and benchmarks use the default -O3 tree.
 #
 # A second run re-runs moses_ff/install.sh (which rewrites no unchanged file) and lets bjam
 # rebuild only what changed, so a change to moses_ff/ or proto/ costs only its own objects.
@@ -26,16 +22,9 @@ set -eu
 
 die() { echo "build-moses.sh: $*" >&2; exit 1; }
 
-ALL=0 CI_ONLY=0 O1=0
-while :; do
-    case "${1:-}" in
-        --all) ALL=1; shift;;
-        --ci) CI_ONLY=1; shift;;
-        -O1) O1=1; shift;;
-        *) break;;
-    esac
-done
-[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $0 [-O1] [--all | --ci] TARBALL [CACHE]"
+ALL=0 CI_ONLY=0
+case "${1:-}" in --all) ALL=1; shift;; --ci) CI_ONLY=1; shift;; esac
+[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $0 [--all | --ci] TARBALL [CACHE]"
 TARBALL=$1
 [ -f "$TARBALL" ] || die "no such tarball: $TARBALL"
 CACHE=${2:-${MOSES_REORDER_CACHE:-$HOME/.cache/moses-reorder}}
@@ -54,10 +43,6 @@ mert//mert mert//extractor mert//evaluator mert//pro mert//kbmira"
 
 HASH=$(sha256sum "$TARBALL" | cut -c1-16)
 ROOT=$CACHE/moses-$HASH
-# bjam does not rebuild an object when only its flags change, and the build folders it names
-# by the build's properties leave cxxflags out: a -O1 build gets its own tree instead.
-OPT=""
-[ "$O1" -eq 1 ] && { ROOT=$ROOT-O1; OPT="cxxflags=-O1"; }  # after the release -O3, so it wins
 TOP=$(tar -tJf "$TARBALL" | head -n 1 | cut -d/ -f1)
 [ -n "$TOP" ] || die "$TARBALL lists no top folder"
 TREE=$ROOT/$TOP
@@ -81,11 +66,10 @@ sh "$HERE/install.sh" "$TREE"
 
 cd "$TREE"
 if [ "$ALL" -eq 1 ]; then
-    # shellcheck disable=SC2086  # OPT is empty or one word
-    ./bjam -j"$JOBS" --with-boost=/usr --no-xmlrpc-c -q $OPT
+    ./bjam -j"$JOBS" --with-boost=/usr --no-xmlrpc-c -q
 else
-    # shellcheck disable=SC2086  # TARGETS is a word list on purpose, OPT empty or one word
-    ./bjam -j"$JOBS" --with-boost=/usr --no-xmlrpc-c -q $OPT $TARGETS
+    # shellcheck disable=SC2086  # TARGETS is a word list on purpose
+    ./bjam -j"$JOBS" --with-boost=/usr --no-xmlrpc-c -q $TARGETS
     # bjam leaves named targets in their build folders; put them in bin/ as a full build does.
     mkdir -p bin
     for t in $TARGETS; do
