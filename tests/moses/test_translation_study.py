@@ -650,7 +650,9 @@ def test_cross_decode_and_dev_pools_measure_what_the_decoder_did(tmp_path, embed
     # decode's kind of output, and a row that names whose weights it used
     text = study_mod.dev_pool_ranks(study, ["none-dl12@lexical-dl12:pro1"])
     cross = study.work / "cross" / "none-dl12@lexical-dl12" / "pro1" / "devpool"
-    assert text.splitlines()[2].startswith("| no reordering model under Lexical")
+    label = text.splitlines()[2].split(" | ")[0]
+    assert label.startswith("| no reordering model") and label.endswith("under LexicalReordering (Moses table), "
+                                                                         "distortion limit 12's weights")
     names, feats, stats = tuner_pool.read_pool(cross)
     assert not any(n.startswith("LexicalReordering") for n in names)
     used = study_mod.weight_values(study_mod.read_ini(cross / "dev.ini")["weight"])
