@@ -98,6 +98,27 @@ def test_beside_the_table_keeps_the_table_and_adds_its_own_weights(study):
     assert weights["ExternalReordering0"] == weights["LexicalReordering0"] and len(weights["LexicalReordering0"]) == 6
 
 
+def test_the_context_model_beside_the_table_is_planned_after_the_context_model_with_its_tuner():
+    # issue 48 step 7: the context model's PRO runs (and held-out decodes) come first, then the
+    # same runs of it beside the table; a plan for another best model has none of it
+    keys = [j.key for j in study_mod.plan("svm-S6-ctx")]
+    beside = [k for k in keys if study_mod.CONTEXT_BESIDE in k]
+    assert beside == [f"{kind}:svm-S6-ctx+lexical-dl12:pro{k}" for k in (1, 2, 3) for kind in ("tune", "heldout")]
+    assert keys.index(beside[0]) > max(keys.index(f"heldout:svm-S6-ctx-dl12:pro{k}") for k in (1, 2, 3))
+    assert not [k for k in (j.key for j in study_mod.plan("svm-S6")) if "ctx" in k]
+
+
+def test_the_context_model_beside_the_table_serves_the_context_model_next_to_the_table(study):
+    both = ini(study, study_mod.CONTEXT_BESIDE)
+    assert both["distortion-limit"] == ["12"]
+    reordering = [l for l in both["feature"] if "Reordering" in l]
+    assert reordering[0].startswith("LexicalReordering name=LexicalReordering0")
+    assert reordering[1].startswith("ExternalReordering name=ExternalReordering0 num-features=6")
+    assert " model=svm-S6-ctx " in reordering[1] + " "
+    system = study_mod.SYSTEMS[study_mod.CONTEXT_BESIDE]
+    assert study_mod.model_name(system) == study_mod.CONTEXT_SVM.name and system.baseline == "lexical-dl12"
+
+
 def test_with_moses2_the_table_beside_the_model_is_one_feature_weighted_table_first(study, tmp_path):
     study.decoder = "moses2"
     table = next(l for l in ini(study, "lexical-dl12")["feature"] if l.startswith("LexicalReordering "))
@@ -128,7 +149,8 @@ def test_plan_runs_held_out_decodes_after_their_tuning_runs():
     # context model of issue 48, both Kyoto's)
     at_12 = {s.name for s in study_mod.SYSTEMS.values() if s.distortion_limit == study_mod.LIMIT}
     assert {j.system for j in jobs} == at_12 - {study_mod.at_limit(study_mod.HYBRID_SVM).name,
-                                                study_mod.at_limit(study_mod.CONTEXT_SVM).name}
+                                                study_mod.at_limit(study_mod.CONTEXT_SVM).name,
+                                                study_mod.CONTEXT_BESIDE}
     assert keys[:2] == ["tune:lexical-dl12:mert1", "tune:svm-S6-dl12:mert1"]
     # the probe beside the table gets the goal's 3 MERT runs and held-out decodes right after the goal runs
     beside = [i for i, j in enumerate(jobs) if j.system == study_mod.BESIDE]
