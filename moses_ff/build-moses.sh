@@ -2,7 +2,7 @@
 # Build Moses with ExternalReordering from a source tarball, into a cache folder that later
 # runs reuse: the tests' MOSES_DIR and CI's build are made by this one command.
 #
-#   moses_ff/build-moses.sh [--all | --ci] TARBALL [CACHE]
+#   moses_ff/build-moses.sh [-O1 | --O1-if-new] [--all | --ci] TARBALL [CACHE]
 #
 # TARBALL  a Moses source tarball (e.g. ../shared/moses/mosesdecoder-3445289.tar.xz).
 # CACHE    where build trees are kept (default ${MOSES_REORDER_CACHE:-$HOME/.cache/moses-reorder}).
@@ -12,6 +12,13 @@
 #          and benchmarks/translation.py run (the default; TARGETS below).
 # --ci     build what CI has time for (CI_TARGETS: moses2, KenLM and the tuners, about 260 of
 #          the default's 570 compilations): the moses decoder alone is 337 of them.
+# -O1      compile at -O1 instead of Moses's release -O3, in a tree of its own
+#          (CACHE/moses-<hash>-O1), so the two never mix: a file compiles in about 60% of the
+#          time, and the decoders run more slowly (benchmarks/RESULTS.md, "CI (issue 45)").
+# --O1-if-new
+#          -O1 unless CACHE already holds the release tree of TARBALL, which is then built
+#          on: what .ci/run passes, so a machine with no Moses build compiles the fast way
+#          and one that has a release build keeps using it instead of starting another.
 #
 # A second run re-runs moses_ff/install.sh (which rewrites no unchanged file) and lets bjam
 # rebuild only what changed, so a change to moses_ff/ or proto/ costs only its own objects.
@@ -22,9 +29,17 @@ set -eu
 
 die() { echo "build-moses.sh: $*" >&2; exit 1; }
 
-ALL=0 CI_ONLY=0
-case "${1:-}" in --all) ALL=1; shift;; --ci) CI_ONLY=1; shift;; esac
-[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $0 [--all | --ci] TARBALL [CACHE]"
+ALL=0 CI_ONLY=0 O1=0
+while :; do
+    case "${1:-}" in
+        --all) ALL=1; shift;;
+        --ci) CI_ONLY=1; shift;;
+        -O1) O1=1; shift;;
+        --O1-if-new) O1=new; shift;;
+        *) break;;
+    esac
+done
+[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $0 [-O1 | --O1-if-new] [--all | --ci] TARBALL [CACHE]"
 TARBALL=$1
 [ -f "$TARBALL" ] || die "no such tarball: $TARBALL"
 CACHE=${2:-${MOSES_REORDER_CACHE:-$HOME/.cache/moses-reorder}}
@@ -43,6 +58,10 @@ mert//mert mert//extractor mert//evaluator mert//pro mert//kbmira"
 
 HASH=$(sha256sum "$TARBALL" | cut -c1-16)
 ROOT=$CACHE/moses-$HASH
+[ "$O1" = new ] && { if [ -f "$ROOT/.unpacked" ]; then O1=0; else O1=1; fi; }
+# bjam does not rebuild an object when its compiler's flags change, and the build folders it
+# names by the build's properties leave them out: a -O1 build gets its own tree instead.
+[ "$O1" -eq 1 ] && ROOT=$ROOT-O1
 TOP=$(tar -tJf "$TARBALL" | head -n 1 | cut -d/ -f1)
 [ -n "$TOP" ] || die "$TARBALL lists no top folder"
 TREE=$ROOT/$TOP
@@ -63,6 +82,18 @@ if [ ! -f "$ROOT/.unpacked" ]; then
 fi
 
 sh "$HERE/install.sh" "$TREE"
+
+if [ "$O1" -eq 1 ]; then
+    # g++ with -O1 after the release build's -O3 (the last -O wins), first on bjam's PATH.
+    # Not bjam's cxxflags=-O1: a free feature on its command line took its dependency scan
+    # from 3 s and 25 MB to minutes and 16 GB for these targets.
+    CXX=$(command -v g++) || die "no g++ on PATH"
+    mkdir -p "$ROOT/cc-O1"
+    printf '#!/bin/sh\nexec %s "$@" -O1\n' "$CXX" >"$ROOT/cc-O1/g++"
+    chmod +x "$ROOT/cc-O1/g++"
+    PATH=$ROOT/cc-O1:$PATH
+    export PATH
+fi
 
 cd "$TREE"
 if [ "$ALL" -eq 1 ]; then
