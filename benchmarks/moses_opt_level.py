@@ -5,15 +5,15 @@ decode seconds on the same input with identical output.
 Compiling: bjam's dry run (`-n -a -d2`) in the -O1 tree lists the exact g++ commands of the
 targets CI builds (the release ones: the -O1 build appends -O1 to each through a g++ wrapper);
 every k-th is run twice, as it is and with -O1 appended, alternating, so that load on a shared
-machine hits both alike. Decoding: both trees' decoder
-runs on the same ini and input, alternating, and the outputs must be identical (the two builds
-compute the same floating point; only the speed may differ).
+machine hits both alike. Decoding: both trees' decoder runs on the same ini and input,
+alternating, and the outputs must be identical (the two builds compute the same floating
+point; only the speed may differ).
 
-    python3 benchmarks/moses_opt_level.py --o3 TREE_O3 --o1 TREE_O1 --sample 16 \
+    python3 benchmarks/moses_opt_level.py --o3 RELEASE --o1 FAST --sample 16 \
         --ini WORK/ini/lexical-dl12.test.ini --input WORK/corpus/test.ja --sentences 100
 
-TREE_* are what build-moses.sh prints (the -O1 one is CACHE/moses-<hash>-O1/<top>). It builds
-nothing and writes only into a temporary folder. It measures; it asserts nothing.
+RELEASE and FAST are the trees build-moses.sh prints without and with -O1 (FAST is
+CACHE/moses-<hash>-O1/<top>). It builds nothing and writes only into a temporary folder. It measures; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -27,9 +27,16 @@ import tempfile
 import time
 from pathlib import Path
 
-CI_TARGETS = ["moses2//moses2", "lm/builder//lmplz", "lm//build_binary", "mert//mert", "mert//extractor",
-              "mert//evaluator", "mert//pro", "mert//kbmira"]
+BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "moses_ff" / "build-moses.sh"
 COMPILE = re.compile(r'^\s*"g\+\+"\s.*\s-c -o "([^"]+)" "([^"]+)"\s*$')
+
+
+def ci_targets() -> list[str]:
+    """The bjam targets CI builds, as build-moses.sh --ci lists them (its CI_TARGETS)."""
+    found = re.search(r'^CI_TARGETS="([^"]*)"', BUILD_SCRIPT.read_text(), re.MULTILINE)
+    if not found:
+        raise SystemExit(f"{BUILD_SCRIPT}: no CI_TARGETS=\"...\" line")
+    return found.group(1).split()
 
 
 def compile_commands(tree: Path, targets: list[str]) -> list[str]:
@@ -47,7 +54,7 @@ def timed(cmd: list[str], cwd: Path, stdin: Path | None = None, stdout: Path | N
 
 
 def compile_sample(o1_tree: Path, sample: int) -> None:
-    commands = compile_commands(o1_tree, CI_TARGETS)
+    commands = compile_commands(o1_tree, ci_targets())
     if not commands:
         raise SystemExit(f"{o1_tree}: bjam's dry run listed no g++ compile command")
     step = max(1, len(commands) // sample)

@@ -13,7 +13,7 @@
 # --ci     build what CI has time for (CI_TARGETS: moses2, KenLM and the tuners, about 260 of
 #          the default's 570 compilations): the moses decoder alone is 337 of them.
 # -O1      compile at -O1 instead of Moses's release -O3, in a tree of its own
-#          (CACHE/moses-<hash>-O1), so the two never mix: a file compiles in about 60% of the
+#          (CACHE/moses-<hash>-O1), so the two never mix: a file compiles in about 0.7x the
 #          time, and the decoders run more slowly (benchmarks/RESULTS.md, "CI (issue 45)").
 # --O1-if-new
 #          -O1 unless CACHE already holds the release tree of TARBALL, which is then built
