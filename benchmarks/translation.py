@@ -1834,7 +1834,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="where finished runs are kept and restored from (default benchmarks/translation-runs, "
                         "committed); '' for none")
     p.add_argument("--port", type=int, default=50161, help="port of the scoring server (default 50161)")
-    p.add_argument("--only", help="comma-separated job keys or prefixes to run (e.g. tune:lexical:mert1)")
+    p.add_argument("--only", help="comma-separated job keys or prefixes to run, started in the order given "
+                   "(e.g. tune:lexical:mert1)")
     p.add_argument("--max-jobs", type=int, help="start at most this many jobs in this invocation")
     p.add_argument("--table", action="store_true", help="only print the table of what has finished")
     p.add_argument("--extra-test", metavar="DIR",
@@ -1916,7 +1917,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:  # e.g. a PRO run while the plan's tuner is MERT: say so, do not run nothing
             p.error(f"--only {','.join(unknown)}: no job of the plan is named so (--plan lists them; "
                     "the tuner is --tuner's, the candidates --best's and --best-system's)")
-        jobs = [j for j in jobs if any(j.key.startswith(w) for w in wanted)]
+        # in the order given: the first keys named are the first started
+        jobs = list(dict.fromkeys(j for w in wanted for j in jobs if j.key.startswith(w)))
     study.prepare_corpus()                  # the table's references; the record's corpus
     study.restore_recorded(full_plan)
     if args.plan:
