@@ -37,15 +37,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numba as nb
 import numpy as np
+from scipy.special import log_softmax
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))      # this checkout's training/, whatever is installed
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from disagreement import heldout_store                          # noqa: E402
-from training.features.batch import pair_slice                  # noqa: E402
 from training.features.neighbour import (BACKWARD, FORWARD, gold_neighbour_words,  # noqa: E402
                                          pair_boundary_words)
 from training.features.templates import extract_keys            # noqa: E402
@@ -58,36 +57,13 @@ SENTENCES_PER_RANGE = 200          # whole sentences a read: bounded memory on a
 ORIENTATIONS = {MONO: "mono", SWAP: "swap", DISC: "disc"}
 
 
-@nb.njit(nogil=True, cache=True)
-def _log_softmax_at(row, k):
-    top = row[0]
-    for j in range(1, row.shape[0]):
-        top = max(top, row[j])
-    z = 0.0
-    for j in range(row.shape[0]):
-        z += np.exp(row[j] - top)
-    return row[k] - top - np.log(z)
-
-
-@nb.njit(nogil=True, cache=True)
-def _count(own, gold_ctx, wrong_ctx, y, e_idx, c_idx, orient, counts):
+def _count(own, gold_ctx, wrong_ctx, y, e_idx, c_idx, orient, counts) -> None:
     """counts[orientation of the wrong transition, same as gold?, (agree, tie, total)] += ..."""
-    K = own.shape[1]
-    a = np.empty(K)
-    b = np.empty(K)
-    for t in range(e_idx.shape[0]):
-        e, c = e_idx[t], c_idx[t]
-        for k in range(K):
-            a[k] = own[e, k] + gold_ctx[e, k]
-            b[k] = own[e, k] + wrong_ctx[c, k]
-        gold = _log_softmax_at(a, y[e])
-        wrong = _log_softmax_at(b, orient[t])
-        same = 1 if orient[t] == y[e] else 0
-        if gold > wrong:
-            counts[orient[t], same, 0] += 1
-        elif gold == wrong:
-            counts[orient[t], same, 1] += 1
-        counts[orient[t], same, 2] += 1
+    gold = log_softmax(own + gold_ctx, axis=1)[e_idx, y[e_idx]]
+    wrong = log_softmax(own[e_idx] + wrong_ctx[c_idx], axis=1)[np.arange(e_idx.size), orient]
+    same = (orient == y[e_idx]).astype(np.int64)
+    for outcome, mask in ((0, gold > wrong), (1, gold == wrong), (2, slice(None))):
+        np.add.at(counts, (orient[mask], same[mask], outcome), 1)
 
 
 def _scores(model: LoadedModel, batch, direction: str) -> np.ndarray:
@@ -103,7 +79,7 @@ def _scores(model: LoadedModel, batch, direction: str) -> np.ndarray:
 
 def _neighbour_block(model: LoadedModel, tgt: np.ndarray, src: np.ndarray, direction: str) -> np.ndarray:
     d, K = model.directions.index(direction), len(model.classes)
-    return np.ascontiguousarray(model._neighbour_scores(tgt, src, direction)[:, d * K:(d + 1) * K],
+    return np.ascontiguousarray(model.neighbour_scores(tgt, src, direction)[:, d * K:(d + 1) * K],
                                 dtype=np.float64)
 
 

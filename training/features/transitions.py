@@ -47,7 +47,7 @@ def _orientation(first_start, first_end, second_start, second_end):
 def _draw(sentence, src_start, src_end, tgt_start, tgt_end, forward, per_example, seed):
     np.random.seed(seed)
     n = sentence.shape[0]
-    # at most per_example a scored example: one pass counts, the next fills
+    # at most per_example transitions a scored example
     out_e = np.empty(n * per_example, dtype=np.int64)
     out_c = np.empty(n * per_example, dtype=np.int64)
     out_o = np.empty(n * per_example, dtype=np.int8)

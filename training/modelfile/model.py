@@ -193,7 +193,7 @@ class LoadedModel:
         indptr, keys = extract_keys(batch, self.spec)
         return self.predict_proba_keys(indptr, keys)
 
-    def _neighbour_scores(self, tgt: np.ndarray, src: np.ndarray, direction: str) -> np.ndarray:
+    def neighbour_scores(self, tgt: np.ndarray, src: np.ndarray, direction: str) -> np.ndarray:
         """What neighbours (their boundary words) add to the scores of `direction`'s block:
         [n x n_outputs], the other direction's columns zero."""
         from training.features.neighbour import BACKWARD, FORWARD, KEYS_PER_NEIGHBOUR, neighbour_keys
@@ -222,7 +222,7 @@ class LoadedModel:
         neighbour = np.zeros_like(own)
         for direction in self.directions:
             d = BACKWARD if direction == "backward" else FORWARD
-            neighbour += self._neighbour_scores(*pair_boundary_words(batch, d), direction)
+            neighbour += self.neighbour_scores(*pair_boundary_words(batch, d), direction)
         return np.concatenate([own, neighbour], axis=1)
 
     def _boundary(self) -> np.ndarray:
@@ -231,7 +231,7 @@ class LoadedModel:
         boundary = np.zeros(len(self.outputs), dtype=np.float32)
         for direction in self.directions:
             d = BACKWARD if direction == "backward" else FORWARD
-            boundary += self._neighbour_scores(*edge_words(d), direction)[0]
+            boundary += self.neighbour_scores(*edge_words(d), direction)[0]
         return boundary
 
     def predict_proba_next_to(self, batch: PairBatch, neighbours: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -241,7 +241,7 @@ class LoadedModel:
         hashes) [n] (training/features/neighbour.py: gold_neighbour_words for the reference's)."""
         own, _ = self.scores(*extract_keys(batch, self.spec.pair_spec))
         for direction in self.directions:
-            own += self._neighbour_scores(*neighbours[direction], direction)
+            own += self.neighbour_scores(*neighbours[direction], direction)
         return softmax_blocks(own, len(self.classes))
 
     def key_bounds(self, batch: PairBatch) -> np.ndarray:
