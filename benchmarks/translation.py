@@ -39,6 +39,7 @@ and the plan is `articles_plan` at a distortion limit of its own (--limit, --tun
 --best-system, --dev-lines, --decoder):
 
     python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --system-only
+    python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --train-models svm-S6-ctx
     python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --decode-probe 100:6,12,20
     python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --classify
     python3 benchmarks/translation.py --moses INST --corpus ../shared/data/ja-en-kyoto --limit L --jobs 2
@@ -428,7 +429,10 @@ def seeded_alignment(cmd: list, entropy: Path) -> tuple[list, bool]:
     its samplers differently on every run), the same corpus gives the same alignment on every
     run of a machine, so a study's tuned runs stay valid on the system it rebuilds. Another
     machine may align differently (on 2026-12-02 a new one gave build 4a9a79d30412 where the
-    last gave 5cba8c2cf309: eflomal is compiled for the CPU it runs on). Needs root and
+    last gave 5cba8c2cf309: eflomal is compiled for the CPU it runs on); machines of one kind
+    agree (the AMD machines of 2026-12-02 and 12-03 both gave 4a9a79d30412, the Intel Xeon
+    machines of 2026-12-04 and 12-05 both 023b09816c6f, so the record's runs of that build were
+    restored on the second). Needs root and
     unshare(1); elsewhere CMD is returned as it is and every run aligns differently.
     """
     if os.geteuid() != 0 or shutil.which("unshare") is None:
@@ -1827,6 +1831,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--system-only", action="store_true",
                    help="only build the system (alignment, LM, tables, filtered tables, our example store and "
                         "lexical table), each step measured, and print what it cost")
+    p.add_argument("--train-models", metavar="SYSTEMS",
+                   help="only align the corpus if it needs it and train these External systems' reordering "
+                        "models (comma-separated, e.g. svm-S6-ctx): they need no Moses program, so a new "
+                        "machine can train them while Moses compiles and the system is built")
     p.add_argument("--best", default="svm-S6", choices=[s for s in SYSTEMS if SYSTEMS[s].kind == "external"
                                                         and not SYSTEMS[s].base],
                    help="the External system given Lexical's tuning budget (default svm-S6)")
@@ -1889,6 +1897,15 @@ def main(argv: list[str] | None = None) -> int:
         text = decode_probe(study, int(n), [int(x) for x in limits.split(",")], decoders)
         (study.work / "probe.md").write_text(text, encoding="utf-8")
         print(text)
+        return 0
+    if args.train_models:
+        names = [n.strip() for n in args.train_models.split(",") if n.strip()]
+        wrong = [n for n in names if n not in SYSTEMS or SYSTEMS[n].kind != "external"]
+        if wrong:
+            p.error(f"--train-models: no External system named {', '.join(wrong)}")
+        study.prepare_corpus()
+        for name in names:
+            study.train_model(SYSTEMS[name])
         return 0
     if args.system_only or args.classify:
         try:

@@ -596,6 +596,28 @@ def test_only_names_a_job_outside_the_plan_and_runs_nothing(tmp_path, corpus, ca
     assert capsys.readouterr().out.splitlines()[-1].split() == ["tune:lexical-dl12:pro2", "-"]
 
 
+def test_train_models_trains_and_publishes_models_with_no_moses_program(tmp_path, corpus, capsys):
+    """`--train-models` trains a system's reordering model from the corpus alone (the store, its
+    features, the weight file published in the study's repository), so a new machine trains the
+    hour-long Kyoto models while Moses compiles; --moses names no tree here at all."""
+    work = tmp_path / "work"
+    common = ["--moses", str(tmp_path / "no-moses"), "--corpus", str(corpus), "--work", str(work), "--record", "",
+              "--heldout", "500"]
+    with pytest.raises(SystemExit) as stopped:
+        study_mod.main(common + ["--train-models", "lexical-served,no-such-system"])
+    assert stopped.value.code == 2
+    assert "--train-models: no External system named no-such-system" in capsys.readouterr().err
+    assert not (work / "models").exists()          # refused before any work
+    assert study_mod.main(common + ["--train-models", "lexical-served"]) == 0
+    model = work / "models" / "lexical-served" / "1" / "model.mrw"
+    assert model.is_file()
+    assert json.loads((work / "state" / "model-lexical-served.done").read_text())["cpu_seconds"] > 0
+    stamp = model.stat().st_mtime_ns
+    assert study_mod.main(common + ["--train-models", "lexical-served"]) == 0     # a trained model is kept
+    assert model.stat().st_mtime_ns == stamp
+    assert not (tmp_path / "no-moses").exists()
+
+
 def test_the_table_names_runs_tuned_on_another_build_of_the_system(tmp_path, corpus, study):
     """A corpus aligned here (ja-en-kyoto) gives a slightly different system on each machine
     (eflomal's sampler is clock-seeded): a run restored from the record and decoded on a new
