@@ -276,7 +276,8 @@ def articles_plan(best: str, limit: int, tuner: str) -> list[Job]:
     every system at one distortion limit (chosen by a sweep of Lexical's first tuned run):
     one MERT and one PRO run of Lexical first (the better is the study's tuner, --tuner); then
     with that tuner Lexical's runs 2-3, no RM x1, svm S6 replacing and beside the table x1, the
-    best model of the classification study x1 (--best, if not svm S6); last the best External
+    best model of the classification study x1 (--best, if not svm S6), and for the context model
+    (issue 48) its tuner's runs beside the table, step 7's lever; last the best External
     system's (--best-system) runs 2-3. Test decodes only: there is no held-out slice."""
     systems_at(limit)
     t = lambda s, m, k: Job("tune", f"{s}-dl{limit}" if s != beside_name(limit) else s, m, k)  # noqa: E731
@@ -285,6 +286,10 @@ def articles_plan(best: str, limit: int, tuner: str) -> list[Job]:
              t(beside_name(limit), tuner, 1)]
     if best != "svm-S6":
         jobs.append(t(best, tuner, 1))
+    if best == CONTEXT_SVM.name and limit == LIMIT:
+        # Issue 48 step 7 on Kyoto: the context model beside the table, after the context
+        # model's own runs (--best-system's goal runs come after this plan; --only orders them).
+        jobs += [Job("tune", CONTEXT_BESIDE, tuner, k) for k in TUNER_RUNS[tuner]]
     return jobs
 
 

@@ -106,6 +106,12 @@ def test_the_context_model_beside_the_table_is_planned_after_the_context_model_w
     assert beside == [f"{kind}:svm-S6-ctx+lexical-dl12:pro{k}" for k in (1, 2, 3) for kind in ("tune", "heldout")]
     assert keys.index(beside[0]) > max(keys.index(f"heldout:svm-S6-ctx-dl12:pro{k}") for k in (1, 2, 3))
     assert not [k for k in (j.key for j in study_mod.plan("svm-S6")) if "ctx" in k]
+    # on a corpus with test articles of its own (Kyoto), the same lever with the study's tuner
+    keys = [j.key for j in study_mod.articles_plan("svm-S6-ctx", 12, "pro")]
+    assert [k for k in keys if study_mod.CONTEXT_BESIDE in k] == [
+        f"tune:svm-S6-ctx+lexical-dl12:pro{k}" for k in (1, 2, 3)]
+    assert keys.index("tune:svm-S6-ctx+lexical-dl12:pro1") > keys.index("tune:svm-S6-ctx-dl12:pro1")
+    assert not [k for k in (j.key for j in study_mod.articles_plan("svm-S6", 12, "pro")) if "ctx" in k]
 
 
 def test_the_context_model_beside_the_table_serves_the_context_model_next_to_the_table(study):
