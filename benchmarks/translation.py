@@ -194,8 +194,14 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
            with_lexical=True, distortion_limit=LIMIT, baseline=f"lexical-dl{LIMIT}"),
     System(LEXICAL_SERVED, "External lexical (Moses's table, served)", "external", "lexical", "pair"),
 ]}
-METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
-METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA"}
+METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"],
+           "pro-alldev": ["--pairwise-ranked"]}
+METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA", "pro-alldev": "PRO on all of dev"}
+#: Tuners that decode all of dev whatever --dev-lines says: issue 48 step 6 tunes both systems
+#: on all 1,507 Kyoto dev sentences when 600 leave their difference within +-0.5 BLEU. A run
+#: folder of its own (pro-alldev1) keeps these runs apart from the 600-sentence PRO runs, and
+#: the table compares them only with Lexical's runs of the same tuner.
+ALL_DEV = {"pro-alldev"}
 #: Runs of each tuner for Lexical and the best External. batch-MIRA gets one: on ja-en (dev
 #: references of 7.9 words) Moses's kbmira rewards length (dev output 1.08-1.19x the
 #: reference) and its weights score 31.7 BLEU on their own 25-iteration n-best pool where
@@ -277,8 +283,9 @@ def articles_plan(best: str, limit: int, tuner: str) -> list[Job]:
     one MERT and one PRO run of Lexical first (the better is the study's tuner, --tuner); then
     with that tuner Lexical's runs 2-3, no RM x1, svm S6 replacing and beside the table x1, the
     best model of the classification study x1 (--best, if not svm S6), and for the context model
-    (issue 48) its tuner's runs beside the table, step 7's lever; last the best External
-    system's (--best-system) runs 2-3. Test decodes only: there is no held-out slice."""
+    (issue 48) its tuner's runs beside the table, step 7's lever, then PRO runs of Lexical and
+    of it on all of dev (pro-alldev, step 6); last the best External system's (--best-system)
+    runs 2-3. Test decodes only: there is no held-out slice."""
     systems_at(limit)
     t = lambda s, m, k: Job("tune", f"{s}-dl{limit}" if s != beside_name(limit) else s, m, k)  # noqa: E731
     jobs = [t("lexical", "mert", 1), t("lexical", "pro", 1)]
@@ -290,6 +297,9 @@ def articles_plan(best: str, limit: int, tuner: str) -> list[Job]:
         # Issue 48 step 7 on Kyoto: the context model beside the table, after the context
         # model's own runs (--best-system's goal runs come after this plan; --only orders them).
         jobs += [Job("tune", CONTEXT_BESIDE, tuner, k) for k in TUNER_RUNS[tuner]]
+        # Step 6's second half: 600 dev sentences left the context model within +-0.5 BLEU of
+        # Lexical, so both are tuned on all of dev, a pair of runs at a time.
+        jobs += [Job("tune", f"{s}-dl{limit}", "pro-alldev", k) for k in TUNER_RUNS["pro"] for s in ("lexical", best)]
     return jobs
 
 
@@ -680,10 +690,11 @@ class Study:
         self.log(f"ours: lexical table {took['wall_seconds']:.0f} s wall, {took['cpu_seconds']:.0f} s CPU, "
                  f"peak {took['peak_mb']} MB")
 
-    def tune_text(self, lang: str) -> Path:
+    def tune_text(self, lang: str, method: str = "") -> Path:
         """What the tuner decodes: all of dev, or its first --dev-lines lines (dev's tables are
-        filtered for all of it, so a prefix needs no tables of its own)."""
-        if not self.dev_lines:
+        filtered for all of it, so a prefix needs no tables of its own). A tuner in ALL_DEV
+        decodes all of dev."""
+        if not self.dev_lines or method in ALL_DEV:
             return self.text("dev", lang)
         path = self.cdir / f"dev{self.dev_lines}.{lang}"
         if not path.is_file():
@@ -992,7 +1003,8 @@ class Study:
         if cont:
             resume_at_last_step(mert)
         dev_ini = self.system_ini(system, "dev")
-        cmd = ["perl", self.scripts / "training" / "mert-moses.pl", self.tune_text(SRC), self.tune_text(TGT),
+        cmd = ["perl", self.scripts / "training" / "mert-moses.pl", self.tune_text(SRC, job.method),
+               self.tune_text(TGT, job.method),
                self.bin / self.decoder, dev_ini, "--mertdir", self.mertdir(), "--working-dir", mert,
                "--no-filter-phrase-table", "--nbest", str(NBEST), "--decoder-flags", f"-threads {self.tune_threads}",
                *METHODS[job.method]]
@@ -1007,10 +1019,10 @@ class Study:
         iterations = len(list(mert.glob("run*.moses.ini")))
         shutil.copyfile(mert / "moses.ini", d / "tuned.ini")
         info = {"seconds": round(secs, 1), "iterations": iterations, "continued": cont,
-                "tune_sentences": count_lines(self.tune_text(SRC)), "decoder": self.decoder,
+                "tune_sentences": count_lines(self.tune_text(SRC, job.method)), "decoder": self.decoder,
                 "threads": self.tune_threads, "max_iterations": self.max_iterations or None,
                 "system": self.system_id,
-                **dev_bleu(mert, self.tune_text(TGT))}
+                **dev_bleu(mert, self.tune_text(TGT, job.method))}
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
 

@@ -111,6 +111,9 @@ def test_the_context_model_beside_the_table_is_planned_after_the_context_model_w
     assert [k for k in keys if study_mod.CONTEXT_BESIDE in k] == [
         f"tune:svm-S6-ctx+lexical-dl12:pro{k}" for k in (1, 2, 3)]
     assert keys.index("tune:svm-S6-ctx+lexical-dl12:pro1") > keys.index("tune:svm-S6-ctx-dl12:pro1")
+    # step 6's second half: both systems again on all of dev, Lexical first in each pair of runs
+    assert [k for k in keys if "alldev" in k] == [
+        f"tune:{s}-dl12:pro-alldev{k}" for k in (1, 2, 3) for s in ("lexical", "svm-S6-ctx")]
     assert not [k for k in (j.key for j in study_mod.articles_plan("svm-S6", 12, "pro")) if "ctx" in k]
 
 
@@ -422,6 +425,9 @@ def test_tuning_on_a_dev_prefix_writes_its_first_lines(study):
     study.cdir.mkdir(parents=True, exist_ok=True)
     (study.cdir / "dev.en").write_text("".join(f"line {i}\n" for i in range(20)), encoding="utf-8")
     assert study.tune_text("en").read_text(encoding="utf-8").splitlines() == [f"line {i}" for i in range(7)]
+    # issue 48 step 6: the all-of-dev tuner ignores the prefix
+    assert study.tune_text("en", "pro-alldev") == study.text("dev", "en")
+    assert study.tune_text("en", "pro").read_text(encoding="utf-8").count("\n") == 7
 
 
 def test_breakdown_scores_each_bucket_of_length_and_gold_jump(study):
