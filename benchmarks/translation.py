@@ -194,8 +194,8 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
            with_lexical=True, distortion_limit=LIMIT, baseline=f"lexical-dl{LIMIT}"),
     System(LEXICAL_SERVED, "External lexical (Moses's table, served)", "external", "lexical", "pair"),
 ]}
-METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"],
-           "pro-alldev": ["--pairwise-ranked"]}
+METHODS = {"mert": [], "pro": ["--pairwise-ranked"], "mira": ["--batch-mira"]}
+METHODS["pro-alldev"] = METHODS["pro"]
 METHOD_LABEL = {"mert": "MERT", "pro": "PRO", "mira": "batch-MIRA", "pro-alldev": "PRO on all of dev"}
 #: Tuners that decode all of dev whatever --dev-lines says: issue 48 step 6 tunes both systems
 #: on all 1,507 Kyoto dev sentences when 600 leave their difference within +-0.5 BLEU. A run
@@ -1003,8 +1003,8 @@ class Study:
         if cont:
             resume_at_last_step(mert)
         dev_ini = self.system_ini(system, "dev")
-        cmd = ["perl", self.scripts / "training" / "mert-moses.pl", self.tune_text(SRC, job.method),
-               self.tune_text(TGT, job.method),
+        src, ref = self.tune_text(SRC, job.method), self.tune_text(TGT, job.method)
+        cmd = ["perl", self.scripts / "training" / "mert-moses.pl", src, ref,
                self.bin / self.decoder, dev_ini, "--mertdir", self.mertdir(), "--working-dir", mert,
                "--no-filter-phrase-table", "--nbest", str(NBEST), "--decoder-flags", f"-threads {self.tune_threads}",
                *METHODS[job.method]]
@@ -1019,10 +1019,10 @@ class Study:
         iterations = len(list(mert.glob("run*.moses.ini")))
         shutil.copyfile(mert / "moses.ini", d / "tuned.ini")
         info = {"seconds": round(secs, 1), "iterations": iterations, "continued": cont,
-                "tune_sentences": count_lines(self.tune_text(SRC, job.method)), "decoder": self.decoder,
+                "tune_sentences": count_lines(src), "decoder": self.decoder,
                 "threads": self.tune_threads, "max_iterations": self.max_iterations or None,
                 "system": self.system_id,
-                **dev_bleu(mert, self.tune_text(TGT, job.method))}
+                **dev_bleu(mert, ref)}
         (d / "tune.json").write_text(json.dumps(info) + "\n")
         self.log(f"{job.key}: tuned in {secs / 60:.1f} min, {iterations} iterations")
 
