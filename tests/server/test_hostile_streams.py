@@ -147,8 +147,9 @@ def test_health_is_refused_while_score_would_be(repo_root, corpus_keys):
                         max_message_mb=64) as srv:
         health = health_pb2_grpc.HealthStub(srv.channel)
         running = srv.stub.Score.future(slow, timeout=120)
-        _wait_for(lambda: (srv.server.metrics.registry.get_sample_value(
-            "moses_reorder_received_total", {"method": "Score"}) or 0) == 1)
+        # admitted, not just arrived: a call is counted as received before its message
+        # (here tens of MB) has been read, and it takes its admission slot only then
+        _wait_for(lambda: srv.server.guard.admission.active == 1)
         code, details = _refusal(health.Check, health_pb2.HealthCheckRequest(service=""), timeout=30)
         assert not running.done(), "the Score finished before the check: nothing was shown"
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "--max-concurrent-rpcs 1" in details
