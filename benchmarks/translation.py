@@ -328,6 +328,7 @@ class Record:
     run tuned here with one tuned on a system that no longer exists."""
 
     FILES = ("tune.json", "test.json", "test.out", "heldout.json", "heldout.out", "timing.json")
+    DECODES = ("test.json", "test.out", "heldout.json", "heldout.out")
     CORPUS_FILES = tuple(f"{subset}.{lang}" for subset in ("train", "dev", "test") for lang in (SRC, TGT)) \
         + ("train.align",)
 
@@ -359,21 +360,35 @@ class Record:
         return name + ".gz" if name.endswith(".out") else name
 
     def save(self, run_dir: Path, rel: str) -> None:
-        """Copy what the run has finished into the record, each file atomically."""
+        """Copy what the run has finished into the record, each file atomically.
+
+        A decode's record (test.json, heldout.json and their outputs) is written once per
+        weights: a record that keeps no outputs (a share-alike corpus) has its restored runs
+        decode their test set again on each new machine, and that re-decode's times belong to
+        that machine, not to the run the record describes. New weights (a run tuned on past
+        its old cap) replace them."""
         dest = self.dir / rel
         dest.mkdir(parents=True, exist_ok=True)
+        same_weights = False
         tuned = run_dir / "tuned.ini"
         if tuned.is_file():
             sections = read_ini(tuned)
             kept = {"weight": sections["weight"]}
             sparse = [Path(l) if Path(l).is_absolute() else run_dir / l
                       for l in sections.get("weight-file", []) if l.strip()]
+            sparse_bytes = sparse[0].read_bytes() if sparse else None
             if sparse:
-                _atomic_write(dest / "sparse-weights", sparse[0].read_bytes())
                 kept["weight-file"] = ["sparse-weights"]
-            _atomic_write(dest / "weights.ini", _ini_text(kept).encode())
+            weights = _ini_text(kept).encode()
+            same_weights = _holds(dest / "weights.ini", weights) and \
+                (sparse_bytes is None or _holds(dest / "sparse-weights", sparse_bytes))
+            if sparse_bytes is not None:
+                _atomic_write(dest / "sparse-weights", sparse_bytes)
+            _atomic_write(dest / "weights.ini", weights)
         for name in self.files:
             src = run_dir / name
+            if same_weights and name in self.DECODES and (dest / self._stored(name)).is_file():
+                continue
             if src.is_file():
                 data = src.read_bytes()
                 _atomic_write(dest / self._stored(name), gzip.compress(data, mtime=0) if name.endswith(".out")
@@ -398,6 +413,10 @@ class Record:
                 _atomic_write(run_dir / name, gzip.decompress(data) if stored.endswith(".gz") else data)
                 restored = True
         return restored
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    return path.is_file() and path.read_bytes() == data
 
 
 def share_alike(corpus: Path) -> bool:

@@ -310,6 +310,16 @@ def test_the_record_of_a_share_alike_corpus_keeps_weights_not_outputs(tmp_path, 
     fresh.prepare_corpus()
     kept.restore(fresh.run_dir(job), "lexical-dl12/mert1")
     assert fresh.tuned(job) and not fresh.finished(job)
+    # that re-decode's times are the new machine's: the record keeps the tuning machine's
+    recorded = (kept.dir / "lexical-dl12" / "mert1" / "test.json").read_bytes()
+    (fresh.run_dir(job) / "test.json").write_text('{"wall_seconds": 95.0, "sentences": 3}\n')
+    kept.save(fresh.run_dir(job), "lexical-dl12/mert1")
+    assert (kept.dir / "lexical-dl12" / "mert1" / "test.json").read_bytes() == recorded
+    # new weights (tuning continued past its cap) bring their own decode's record
+    tuned = fresh.run_dir(job) / "tuned.ini"
+    tuned.write_text(tuned.read_text(encoding="utf-8").replace("0.2718", "0.3141"), encoding="utf-8")
+    kept.save(fresh.run_dir(job), "lexical-dl12/mert1")
+    assert b"95.0" in (kept.dir / "lexical-dl12" / "mert1" / "test.json").read_bytes()
     (corpus / "README.md").write_text("Tanaka Corpus, CC-BY 2.0 FR\n", encoding="utf-8")
     full = study_mod.Record(tmp_path / "by", corpus, 500)
     full.save(study.run_dir(job), "lexical-dl12/mert1")
