@@ -23,7 +23,9 @@
 # A second run re-runs moses_ff/install.sh (which rewrites no unchanged file) and lets bjam
 # rebuild only what changed, so a change to moses_ff/ or proto/ costs only its own objects.
 # The tree is built in place: its bin/ holds the programs, and the last line printed is the
-# tree, which is what MOSES_DIR should name. Nothing is written outside CACHE.
+# tree, which is what MOSES_DIR should name. Nothing is written outside CACHE. A --ci build
+# from an empty tree also writes the seconds it took to CACHE/moses-<hash>[-O1]/.ci-seconds,
+# which .ci/run reads to decide whether the machine has time to build the moses decoder.
 # Needs the Debian packages of the README (Boost, gRPC and protobuf dev packages, xz-utils).
 set -eu
 
@@ -66,7 +68,9 @@ TOP=$(tar -tJf "$TARBALL" | head -n 1 | cut -d/ -f1)
 [ -n "$TOP" ] || die "$TARBALL lists no top folder"
 TREE=$ROOT/$TOP
 
+STARTED=$(date +%s) FROM_NOTHING=0
 if [ ! -f "$ROOT/.unpacked" ]; then
+    FROM_NOTHING=1
     rm -rf "$ROOT"
     mkdir -p "$ROOT"
     tar -C "$ROOT" -xJf "$TARBALL"
@@ -112,4 +116,11 @@ else
 fi
 [ -x bin/moses2 ] || die "the build left no bin/moses2 in $TREE"
 [ "$CI_ONLY" -eq 1 ] || [ -x bin/moses ] || die "the build left no bin/moses in $TREE"
+# How fast this machine is, for .ci/run: the seconds a --ci build took from an empty tree
+# (unpacking included), kept beside the tree. Only such a build measures it; a build that
+# resumed or reused objects would say the machine is faster than it is.
+if [ "$CI_ONLY" -eq 1 ] && [ "$FROM_NOTHING" -eq 1 ]; then
+    echo $(( $(date +%s) - STARTED )) >"$ROOT/.ci-seconds.tmp"
+    mv "$ROOT/.ci-seconds.tmp" "$ROOT/.ci-seconds"
+fi
 echo "$TREE"

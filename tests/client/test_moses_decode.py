@@ -62,9 +62,10 @@ BIN = next((d.parent for d in (MOSES, MOSES2) if d and (d.parent / "lmplz").is_f
 pytestmark = pytest.mark.skipif(
     BIN is None, reason="needs a Moses build with ExternalReordering (moses_ff/install.sh): "
                         "set MOSES_DIR to the Moses directory holding bin/moses or bin/moses2, and bin/lmplz")
-# CI builds moses2 and the tuners only (moses_ff/build-moses.sh --ci): the moses library is
-# more compiling than CI's time allows. This reason names no MOSES_DIR on purpose, so that
-# tests/conftest.py lets it stay a skip under CI=true.
+# CI builds moses2 and the tuners first (moses_ff/build-moses.sh --ci), and the moses decoder
+# only on a machine fast enough to build and test it within CI's time (.ci/run, MOSES_V1_FAST).
+# This reason names no MOSES_DIR on purpose, so that tests/conftest.py lets it stay a skip
+# under CI=true.
 needs_moses = pytest.mark.skipif(
     MOSES is None, reason="needs bin/moses with ExternalReordering: this Moses build has moses2 only "
                           "(moses_ff/build-moses.sh --ci, what CI builds; without --ci it builds both)")
